@@ -1,0 +1,44 @@
+"""dpaudit accountants: sound upper bounds on the privacy loss of DP-SGD.
+
+>>> import accountants as acc
+>>> spec = acc.DPSGD(noise_multiplier=1.1, sampling=acc.Poisson(rate=256 / 60_000), steps=14_062)
+>>> bound = acc.epsilon(spec, delta=1e-5)          # EpsilonBound(value, bound="upper", ...)
+"""
+
+from ._validate import UnsupportedError
+from .accountant import Accountant, RDPAccountant
+from .api import calibrate, delta, epsilon, get_method, methods, poisson_epsilon, rdp, register_method, supports
+from .events import DPSGD, Composed
+from .mechanisms import Gaussian, Laplace, RandomizedResponse
+from .orders import DEFAULT_ORDERS, default_orders
+from .rdp import OrderGridWarning
+from .results import DeltaBound, EpsilonBound
+from .sampling import FixedSize, Neighbouring, Poisson
+
+__all__ = [
+    "DEFAULT_ORDERS",
+    "DPSGD",
+    "Accountant",
+    "Composed",
+    "DeltaBound",
+    "EpsilonBound",
+    "FixedSize",
+    "Gaussian",
+    "Laplace",
+    "Neighbouring",
+    "OrderGridWarning",
+    "Poisson",
+    "RDPAccountant",
+    "RandomizedResponse",
+    "UnsupportedError",
+    "calibrate",
+    "default_orders",
+    "delta",
+    "epsilon",
+    "get_method",
+    "methods",
+    "poisson_epsilon",
+    "rdp",
+    "register_method",
+    "supports",
+]

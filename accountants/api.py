@@ -1,0 +1,267 @@
+"""Public accounting API: ``epsilon``, ``delta``, ``rdp``, ``calibrate``, ``supports``.
+
+Methods live in a small registry whose errors list the choices; the CLI's ``choices=`` reads it,
+so help text cannot go stale. Every method returns sound *upper* bounds.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Protocol
+
+import torch
+from torch import Tensor
+
+from . import _validate as check
+from ._validate import UnsupportedError
+from .events import DPSGD, Composed
+from .orders import default_orders
+from .rdp import delta_from_rdp, eps_from_rdp, rdp_poisson_gaussian, step_rdp, unsupported_reason
+from .results import DeltaBound, EpsilonBound
+
+__all__ = [
+    "Method",
+    "calibrate",
+    "delta",
+    "epsilon",
+    "get_method",
+    "methods",
+    "poisson_epsilon",
+    "rdp",
+    "register_method",
+    "supports",
+]
+
+Spec = DPSGD | Composed
+
+
+class Method(Protocol):
+    """An accounting method: every check of ``epsilon``/``delta`` is also done by ``unsupported``."""
+
+    name: str
+
+    def unsupported(self, spec: Spec) -> str | None: ...
+
+    def epsilon(self, spec: Spec, delta: float) -> EpsilonBound: ...
+
+    def delta(self, spec: Spec, epsilon: float) -> DeltaBound: ...
+
+
+_METHODS: dict[str, Method] = {}
+
+
+def register_method(method: Method, *, force: bool = False) -> None:
+    """Register an accounting method under ``method.name``; refuses duplicates unless ``force``."""
+    if method.name in _METHODS and not force:
+        raise ValueError(f"accounting method {method.name!r} is already registered")
+    _METHODS[method.name] = method
+
+
+def get_method(name: str) -> Method:
+    """The registered method called ``name``."""
+    try:
+        return _METHODS[name]
+    except KeyError:
+        raise ValueError(f"unknown accounting method {name!r}; choose from {sorted(_METHODS)}") from None
+
+
+def methods() -> list[str]:
+    """Names of the registered methods, sorted."""
+    return sorted(_METHODS)
+
+
+def _parts(spec: Spec) -> tuple[DPSGD, ...]:
+    if isinstance(spec, DPSGD):
+        return (spec,)
+    if isinstance(spec, Composed):
+        if not spec.parts:
+            return ()
+        return spec.parts
+    raise TypeError(f"spec must be accountants.DPSGD or accountants.Composed; got {type(spec).__name__}")
+
+
+def _check_delta(value: float) -> float:
+    check.in_range(0.0, 1.0, closed="neither", delta=value)
+    return float(value)
+
+
+def _check_epsilon(value: float) -> float:
+    check.in_range(0.0, None, closed="left", epsilon=value)
+    check.finite(epsilon=value)
+    return float(value)
+
+
+class RdpMethod:
+    """Rényi-DP accounting with the Balle et al. 2020 Thm 21 conversion over an order grid."""
+
+    name = "rdp"
+
+    def __init__(self, orders: Tensor | None = None) -> None:
+        self.orders = default_orders() if orders is None else torch.as_tensor(orders, dtype=torch.float64)
+        check.in_range(1.0, None, closed="neither", orders=self.orders)
+
+    def unsupported(self, spec: Spec) -> str | None:
+        for p in _parts(spec):
+            reason = unsupported_reason(p)
+            if reason is not None:
+                return reason
+        return None
+
+    def curve(self, spec: Spec, orders: Tensor | None = None) -> tuple[Tensor, str | None]:
+        orders = self.orders if orders is None else orders
+        total = torch.zeros_like(orders)
+        theorems = []
+        for p in _parts(spec):
+            r, thm = step_rdp(p, orders)
+            total = total + p.steps * r
+            theorems.append(thm)
+        return total, "; ".join(dict.fromkeys(theorems)) or None
+
+    def epsilon(self, spec: Spec, delta: float) -> EpsilonBound:
+        delta = _check_delta(delta)
+        if not _parts(spec):
+            return EpsilonBound(0.0, delta, method=self.name, theorem="empty composition")
+        curve, thm = self.curve(spec)
+        eps, order = eps_from_rdp(curve, self.orders, delta)
+        return EpsilonBound(float(eps), delta, method=self.name, order=float(order), theorem=thm)
+
+    def delta(self, spec: Spec, epsilon: float) -> DeltaBound:
+        epsilon = _check_epsilon(epsilon)
+        if not _parts(spec):
+            return DeltaBound(0.0, epsilon, method=self.name, theorem="empty composition")
+        curve, thm = self.curve(spec)
+        d, order = delta_from_rdp(curve, self.orders, epsilon)
+        return DeltaBound(float(d), epsilon, method=self.name, order=float(order), theorem=thm)
+
+
+register_method(RdpMethod())
+
+
+def supports(spec: Spec, method: str = "rdp") -> bool:
+    """Whether ``method`` can account for ``spec``. Side-effect free; does every check."""
+    return get_method(method).unsupported(spec) is None
+
+
+def _require(spec: Spec, m: Method) -> None:
+    reason = m.unsupported(spec)
+    if reason is not None:
+        raise UnsupportedError(reason)
+
+
+def epsilon(spec: Spec, delta: float, method: str = "rdp") -> EpsilonBound:
+    """ε at δ for ``spec``.  Bound: upper.
+
+    Args:
+        spec: a :class:`DPSGD` or a :class:`Composed` of several.
+        delta: δ in (0, 1).
+        method: a registered method (see :func:`methods`).
+
+    Raises:
+        ValueError: for δ out of range or an unknown method.
+        UnsupportedError: when no implemented theorem covers ``spec`` (never a wrong number).
+
+    >>> import accountants as acc
+    >>> spec = acc.DPSGD(1.1, acc.Poisson(256 / 60_000), steps=14_062)
+    >>> round(acc.epsilon(spec, delta=1e-5).value, 4)
+    2.5966
+    """
+    m = get_method(method)
+    _require(spec, m)
+    return m.epsilon(spec, delta)
+
+
+def delta(spec: Spec, epsilon: float, method: str = "rdp") -> DeltaBound:
+    """δ at ε for ``spec``.  Bound: upper."""
+    m = get_method(method)
+    _require(spec, m)
+    return m.delta(spec, epsilon)
+
+
+def rdp(spec: Spec, orders: Tensor | None = None) -> Tensor:
+    """The composed RDP curve of ``spec`` at ``orders`` (default grid).  Bound: upper."""
+    m = get_method("rdp")
+    _require(spec, m)
+    if orders is not None:
+        orders = torch.as_tensor(orders, dtype=torch.float64) if not isinstance(orders, Tensor) else orders
+        check.in_range(1.0, None, closed="neither", orders=orders)
+    return m.curve(spec, orders)[0]  # type: ignore[attr-defined]
+
+
+def poisson_epsilon(
+    noise_multiplier: Tensor,
+    sample_rate: Tensor,
+    steps: Tensor,
+    delta: Tensor | float,
+    orders: Tensor | None = None,
+    *,
+    warn: bool = True,
+) -> tuple[Tensor, Tensor]:
+    """Batched ε for many Poisson add/remove DP-SGD configurations at once.  Bound: upper.
+
+    Args:
+        noise_multiplier, sample_rate, steps: broadcastable tensors of configurations (C,).
+        delta: δ in (0, 1), broadcastable to the configurations.
+        orders: order grid (A,); default :func:`accountants.orders.default_orders`.
+
+    Returns:
+        (ε, best order), each with the configurations' shape.
+    """
+    sigma = torch.as_tensor(noise_multiplier, dtype=torch.float64)
+    q = torch.as_tensor(sample_rate, dtype=sigma.dtype, device=sigma.device)
+    t = torch.as_tensor(steps, dtype=sigma.dtype, device=sigma.device)
+    check.positive(noise_multiplier=sigma)
+    check.in_range(0.0, 1.0, closed="right", sample_rate=q)
+    check.integer(1, None, steps=t)
+    check.in_range(0.0, 1.0, closed="neither", delta=delta)
+    orders = default_orders(sigma.dtype, sigma.device) if orders is None else torch.as_tensor(orders, dtype=sigma.dtype, device=sigma.device)
+    sigma, q, t = torch.broadcast_tensors(sigma, q, t)
+    curve = t[..., None] * rdp_poisson_gaussian(orders, q[..., None], sigma[..., None])
+    return eps_from_rdp(curve, orders, delta, warn=warn)
+
+
+def calibrate(
+    spec: DPSGD,
+    target_epsilon: float,
+    delta: float,
+    method: str = "rdp",
+    *,
+    rtol: float = 1e-4,
+    max_noise: float = 1e4,
+) -> float:
+    """The smallest noise multiplier (within ``rtol``) whose ε at δ is ≤ ``target_epsilon``.
+
+    Never overshoots: the returned σ always satisfies ε(σ) ≤ target (it is the upper end of a
+    bisection bracket). Every other field of ``spec`` is kept.
+
+    Raises:
+        ValueError: for a target out of range, or when even ``max_noise`` does not reach it.
+    """
+    check.positive(target_epsilon=target_epsilon)
+    _check_delta(delta)
+    check.in_range(0.0, 1.0, closed="neither", rtol=rtol)
+    m = get_method(method)
+    _require(spec, m)
+
+    def eps_at(s: float) -> float:
+        return m.epsilon(spec.with_noise(s), delta).value
+
+    hi = max(spec.noise_multiplier, 1e-3)
+    while eps_at(hi) > target_epsilon:
+        hi *= 2.0
+        if hi > max_noise:
+            raise ValueError(
+                f"target_epsilon={target_epsilon:g} at delta={delta:g} needs noise_multiplier > {max_noise:g}"
+            )
+    lo = hi / 2.0
+    while eps_at(lo) <= target_epsilon:
+        hi, lo = lo, lo / 2.0
+        if lo < 1e-6:
+            return hi
+    # Invariant: ε(lo) > target ≥ ε(hi). Bisect in log space.
+    while hi / lo - 1.0 > rtol:
+        mid = math.sqrt(lo * hi)
+        if eps_at(mid) <= target_epsilon:
+            hi = mid
+        else:
+            lo = mid
+    return hi

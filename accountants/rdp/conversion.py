@@ -1,0 +1,96 @@
+"""RDP → (ε, δ) conversions.  Bound: upper (valid for every order; minimised over the grid).
+
+Balle, Barthe, Gaboardi, Hsu, Sato, "Hypothesis testing interpretations and Rényi differential
+privacy" (arXiv:1905.09982v2), Thm 21; equivalently Canonne, Kamath, Steinke (arXiv:2004.00010v5)
+Prop. 12 / Asoodeh et al. (2020) Eq. (20):
+
+    ε(δ) = min_α  RDP(α) + log((α−1)/α) − (log δ + log α)/(α − 1),
+    δ(ε) = min_α  exp((α−1)(RDP(α) − ε + log(1 − 1/α)) − log α).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import torch
+from torch import Tensor
+
+from .._numerics import as_float
+
+__all__ = ["OrderGridWarning", "delta_from_rdp", "eps_from_rdp"]
+
+
+class OrderGridWarning(UserWarning):
+    """The optimal RDP order sits at an edge of the order grid; a wider grid may give a smaller ε."""
+
+
+def _warn_edge(best_idx: Tensor, orders: Tensor, finite: Tensor, what: str) -> None:
+    n = orders.shape[-1]
+    if n < 2:
+        return
+    lo = (best_idx == 0) & finite
+    hi = (best_idx == n - 1) & finite
+    if bool(lo.any()):
+        warnings.warn(
+            f"the optimal order for {what} is the smallest order of the grid "
+            f"({orders.reshape(-1)[0].item():g}); extend the grid towards 1",
+            OrderGridWarning,
+            stacklevel=3,
+        )
+    if bool(hi.any()):
+        warnings.warn(
+            f"the optimal order for {what} is the largest order of the grid "
+            f"({orders.reshape(-1)[-1].item():g}); extend the grid upwards",
+            OrderGridWarning,
+            stacklevel=3,
+        )
+
+
+def eps_from_rdp(
+    rdp: Tensor, orders: Tensor, delta: Tensor | float, *, warn: bool = True
+) -> tuple[Tensor, Tensor]:
+    """ε at δ from an RDP curve (Balle et al. 2020 Thm 21).  Bound: upper.
+
+    Args:
+        rdp: RDP values, shape (..., A); +inf entries are allowed (that order is unusable).
+        orders: the orders α > 1, shape (A,) or broadcastable to ``rdp``.
+        delta: target δ in (0, 1), broadcastable to ``rdp.shape[:-1]``.
+        warn: emit :class:`OrderGridWarning` when the minimiser is at an edge of the grid.
+
+    Returns:
+        (ε, best order), each of shape ``rdp.shape[:-1]``; ε ≥ 0.
+    """
+    rdp = as_float(rdp)
+    orders = as_float(orders, like=rdp)
+    delta = as_float(delta, like=rdp)
+    log_delta = torch.log(delta)[..., None]
+    a = orders
+    eps = rdp + torch.log1p(-1.0 / a) - (log_delta + torch.log(a)) / (a - 1.0)
+    eps = torch.where(torch.isnan(eps), torch.full_like(eps, math.inf), eps)
+    best, idx = torch.min(eps, dim=-1)
+    best_order = torch.broadcast_to(a, eps.shape).gather(-1, idx[..., None]).squeeze(-1)
+    if warn:
+        _warn_edge(idx, orders, torch.isfinite(best), "ε(δ)")
+    return torch.clamp(best, min=0.0), best_order
+
+
+def delta_from_rdp(
+    rdp: Tensor, orders: Tensor, epsilon: Tensor | float, *, warn: bool = True
+) -> tuple[Tensor, Tensor]:
+    """δ at ε from an RDP curve (Canonne, Kamath, Steinke 2020 Prop. 12).  Bound: upper.
+
+    Returns:
+        (δ, best order), each of shape ``rdp.shape[:-1]``; δ ∈ [0, 1].
+    """
+    rdp = as_float(rdp)
+    orders = as_float(orders, like=rdp)
+    eps = as_float(epsilon, like=rdp)[..., None]
+    a = orders
+    log_d = (a - 1.0) * (rdp - eps + torch.log1p(-1.0 / a)) - torch.log(a)
+    log_d = torch.where(torch.isnan(log_d), torch.full_like(log_d, math.inf), log_d)
+    best, idx = torch.min(log_d, dim=-1)
+    best_order = torch.broadcast_to(a, log_d.shape).gather(-1, idx[..., None]).squeeze(-1)
+    if warn:
+        _warn_edge(idx, orders, best < 0.0, "δ(ε)")
+    return torch.clamp(torch.exp(best), max=1.0), best_order

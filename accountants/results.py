@@ -1,0 +1,72 @@
+"""Result types whose direction is part of the type."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["DeltaBound", "EpsilonBound"]
+
+
+@dataclass(frozen=True, slots=True)
+class EpsilonBound:
+    """An ε at a given δ.
+
+    Attributes:
+        value: the reported ε. For ``bound="upper"`` it is a sound upper bound.
+        delta: the δ it holds at.
+        bound: direction of ``value``: "upper" for every accountant.
+        method: the accounting method ("rdp", "pld", …).
+        order: the optimal RDP order (RDP methods), else None.
+        lower: a certified lower end of a bracket on the true ε, where the method has one.
+        theorem: which theorem produced the bound.
+    """
+
+    value: float
+    delta: float
+    bound: str = "upper"
+    method: str = "rdp"
+    order: float | None = None
+    lower: float | None = None
+    theorem: str | None = None
+
+    def __float__(self) -> float:
+        return float(self.value)
+
+    def to_dict(self) -> dict[str, object]:
+        """A JSON-ready dictionary (keys: epsilon, delta, bound, method, order, lower, theorem)."""
+        return {
+            "epsilon": self.value,
+            "delta": self.delta,
+            "bound": self.bound,
+            "method": self.method,
+            "order": self.order,
+            "lower": self.lower,
+            "theorem": self.theorem,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class DeltaBound:
+    """A δ at a given ε; ``value`` is a sound upper bound when ``bound="upper"``."""
+
+    value: float
+    epsilon: float
+    bound: str = "upper"
+    method: str = "rdp"
+    order: float | None = None
+    lower: float | None = None
+    theorem: str | None = None
+
+    def __float__(self) -> float:
+        return float(self.value)
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "delta": self.value,
+            "epsilon": self.epsilon,
+            "bound": self.bound,
+            "method": self.method,
+            "order": self.order,
+            "lower": self.lower,
+            "theorem": self.theorem,
+        }

@@ -1,0 +1,1 @@
+"""dpaudit attacks: DP-SGD training with canaries, and membership-inference and reconstruction games."""

@@ -1,0 +1,1 @@
+"""dpaudit audit: statistics with honest confidence, the comparator, reports and the CLI."""

@@ -1,0 +1,104 @@
+"""``dpaudit account``: ε (or δ) of a DP-SGD run from the accountants."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+import accountants as acc
+
+JSON_FORMAT = "dpaudit.account/1"
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "account",
+        help="privacy loss of a DP-SGD run (sound upper bounds)",
+        description=(
+            "Compute a sound upper bound on the privacy loss of DP-SGD. The noise multiplier is the noise "
+            "std on the SUM of clipped per-example gradients divided by the clip norm (Opacus' convention); "
+            "the sensitivity follows from --sampling and --neighbouring."
+        ),
+    )
+    p.add_argument("--noise-multiplier", type=float, required=True, metavar="S", help="noise std / clip norm (> 0)")
+    p.add_argument("--steps", type=int, required=True, metavar="T", help="number of steps (>= 1)")
+    target = p.add_mutually_exclusive_group(required=True)
+    target.add_argument("--delta", type=float, metavar="D", help="report epsilon at this delta in (0, 1)")
+    target.add_argument("--epsilon", type=float, metavar="E", help="report delta at this epsilon (>= 0)")
+    p.add_argument("--sampling", choices=["poisson", "fixed-wor", "fixed-wr"], default="poisson")
+    p.add_argument("--sample-rate", type=float, metavar="Q", help="Poisson inclusion probability in (0, 1]")
+    p.add_argument("--batch-size", type=int, metavar="B", help="fixed-size batch size")
+    p.add_argument("--dataset-size", type=int, metavar="N", help="dataset size")
+    p.add_argument("--neighbouring", choices=["add-remove", "replace-one"], default="add-remove")
+    p.add_argument("--group-size", type=int, default=1, metavar="K", help="records protected together (>= 1)")
+    p.add_argument("--method", choices=[*acc.methods(), "all"], default="rdp")
+    p.add_argument("--json", action="store_true", help="print one JSON object (format dpaudit.account/1)")
+
+
+def spec_from_args(args: argparse.Namespace) -> acc.DPSGD:
+    """Build the DPSGD description from CLI arguments (raises ValueError naming the flag)."""
+    if args.sampling == "poisson":
+        if args.sample_rate is None:
+            if args.batch_size is not None and args.dataset_size is not None:
+                rate = args.batch_size / args.dataset_size
+            else:
+                raise ValueError("--sampling poisson needs --sample-rate Q (or --batch-size B --dataset-size N)")
+        else:
+            rate = args.sample_rate
+        sampling: acc.Poisson | acc.FixedSize = acc.Poisson(rate)
+    else:
+        if args.batch_size is None or args.dataset_size is None:
+            raise ValueError(f"--sampling {args.sampling} needs --batch-size B and --dataset-size N")
+        sampling = acc.FixedSize(args.batch_size, args.dataset_size, replace=args.sampling == "fixed-wr")
+    return acc.DPSGD(args.noise_multiplier, sampling, args.steps, args.neighbouring, args.group_size)
+
+
+def _describe(spec: acc.DPSGD) -> dict[str, Any]:
+    s = spec.sampling
+    d: dict[str, Any] = {
+        "noise_multiplier": spec.noise_multiplier,
+        "steps": spec.steps,
+        "neighbouring": spec.neighbouring.value.replace("_", "-"),
+        "group_size": spec.group_size,
+    }
+    if isinstance(s, acc.Poisson):
+        d.update(sampling="poisson", sample_rate=s.rate)
+    else:
+        d.update(sampling="fixed-wr" if s.replace else "fixed-wor", batch_size=s.batch_size, dataset_size=s.dataset_size)
+    return d
+
+
+def run(args: argparse.Namespace) -> int:
+    spec = spec_from_args(args)
+    names = acc.methods() if args.method == "all" else [args.method]
+    results: dict[str, dict[str, Any]] = {}
+    for name in names:
+        if args.delta is not None:
+            results[name] = acc.epsilon(spec, args.delta, method=name).to_dict()
+        else:
+            results[name] = acc.delta(spec, args.epsilon, method=name).to_dict()
+    if args.json:
+        if len(names) == 1:
+            out = {"format": JSON_FORMAT, "spec": _describe(spec), **results[names[0]]}
+        else:
+            out = {"format": JSON_FORMAT, "spec": _describe(spec), "methods": results}
+        json.dump(out, sys.stdout, sort_keys=True)
+        sys.stdout.write("\n")
+        return 0
+    d = _describe(spec)
+    sampling = d["sampling"] + (f" q={d['sample_rate']:g}" if "sample_rate" in d else f" b={d['batch_size']} n={d['dataset_size']}")
+    print(f"DP-SGD: noise_multiplier={spec.noise_multiplier:g}, {sampling}, steps={spec.steps}, "
+          f"neighbouring={d['neighbouring']}, group_size={spec.group_size}")
+    for name, r in results.items():
+        if args.delta is not None:
+            extra = f" (order {r['order']:g})" if r.get("order") is not None else ""
+            lo = f", certified lower {r['lower']:.6g}" if r.get("lower") is not None else ""
+            print(f"  {name:>4}: epsilon <= {r['epsilon']:.6g} at delta = {r['delta']:g}{extra}{lo}  [upper bound]")
+        else:
+            extra = f" (order {r['order']:g})" if r.get("order") is not None else ""
+            print(f"  {name:>4}: delta <= {r['delta']:.6g} at epsilon = {r['epsilon']:g}{extra}  [upper bound]")
+        if r.get("theorem"):
+            print(f"        by: {r['theorem']}")
+    return 0
