@@ -1,0 +1,181 @@
+"""Canaries: records the auditor controls and whose membership the attack must guess.
+
+Two kinds, one shape (m canaries at a time):
+
+- :class:`GradientCanaries`: the record's per-example gradient *is* a given vector, inserted
+  directly into the clipped sum (strongest threat model; Nasr et al. 2023). :func:`dirac` puts
+  norm C on one coordinate; :func:`quiet_coordinates` finds coordinates that natural records
+  never touch (weights on constant input features), where a Dirac canary collides with nothing.
+- :class:`InputCanaries`: ordinary (x, y) records appended to the data: :func:`mislabelled`,
+  :func:`blank`, :func:`out_of_distribution`.
+
+Inclusion is random and seeded (:func:`include`): one canary per run for the multi-run game,
+m canaries per run for the one-run game (Steinke et al. 2023, each in with probability ½).
+
+>>> import torch
+>>> c = dirac([3, 5], dim=8, norm=1.0)
+>>> c.vectors.sum(dim=1).tolist()
+[1.0, 1.0]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+from accountants import _validate as check
+
+from .data import Dataset
+
+__all__ = [
+    "Canaries",
+    "GradientCanaries",
+    "InputCanaries",
+    "blank",
+    "dirac",
+    "include",
+    "mislabelled",
+    "out_of_distribution",
+    "quiet_coordinates",
+    "random_directions",
+]
+
+
+@dataclass(frozen=True)
+class GradientCanaries:
+    """m gradient canaries: the per-example gradient of canary j is ``vectors[j]`` at every step.
+
+    Attributes:
+        vectors: (m, D). Clipped to C by the trainer like any gradient.
+        kind: "dirac" or "random_direction".
+    """
+
+    vectors: Tensor
+    kind: str = "dirac"
+
+    def __post_init__(self) -> None:
+        if self.vectors.ndim != 2:
+            raise ValueError(f"vectors must have shape (m, D); got {tuple(self.vectors.shape)}")
+
+    @property
+    def m(self) -> int:
+        """Number of canaries."""
+        return int(self.vectors.shape[0])
+
+    def select(self, index: Sequence[int] | Tensor) -> GradientCanaries:
+        """The canaries ``index`` only."""
+        return GradientCanaries(self.vectors[torch.as_tensor(index)], self.kind)
+
+
+@dataclass(frozen=True)
+class InputCanaries:
+    """m input-space canaries, appended to the training data as ordinary records.
+
+    Attributes:
+        x: (m, *feature_shape) in model-input (standardised) space.
+        y: (m,) int64 labels.
+        kind: "mislabelled", "blank" or "out_of_distribution".
+    """
+
+    x: Tensor
+    y: Tensor
+    kind: str
+
+    def __post_init__(self) -> None:
+        if self.x.shape[0] != self.y.shape[0]:
+            raise ValueError(f"x and y must have the same length; got {self.x.shape[0]} and {self.y.shape[0]}")
+
+    @property
+    def m(self) -> int:
+        """Number of canaries."""
+        return int(self.x.shape[0])
+
+    def select(self, index: Sequence[int] | Tensor) -> InputCanaries:
+        """The canaries ``index`` only."""
+        i = torch.as_tensor(index)
+        return InputCanaries(self.x[i], self.y[i], self.kind)
+
+
+Canaries = GradientCanaries | InputCanaries
+
+
+def dirac(coordinates: Sequence[int] | Tensor, dim: int, *, norm: float = 1.0, dtype=torch.float64) -> GradientCanaries:
+    """Dirac gradient canaries: canary j is ``norm`` · e_{coordinates[j]} in R^dim.
+
+    With ``norm`` = C (or more) and a coordinate no natural record touches, the white-box
+    projection of each update on e_j is exactly (draws of canary j) + N(0, σ²) in units of C.
+    """
+    check.integer(1, None, dim=dim)
+    check.positive(norm=norm)
+    coords = torch.as_tensor(coordinates, dtype=torch.int64).reshape(-1)
+    if coords.numel() and (coords.min() < 0 or coords.max() >= dim):
+        raise ValueError(f"coordinates must be in [0, {dim - 1}]; got {coords.tolist()}")
+    v = torch.zeros(coords.numel(), dim, dtype=dtype)
+    v[torch.arange(coords.numel()), coords] = norm
+    return GradientCanaries(v, "dirac")
+
+
+def random_directions(m: int, dim: int, *, norm: float = 1.0, generator: torch.Generator | None = None,
+                      dtype=torch.float64) -> GradientCanaries:
+    """m gradient canaries with uniformly random directions on the sphere of radius ``norm``."""
+    check.integer(1, None, m=m, dim=dim)
+    check.positive(norm=norm)
+    v = torch.randn(m, dim, generator=generator, dtype=dtype)
+    return GradientCanaries(v * (norm / v.norm(dim=1, keepdim=True)), "random_direction")
+
+
+def quiet_coordinates(model: nn.Module, params: dict[str, Tensor], data: Dataset, k: int) -> Tensor:
+    """The k parameter coordinates with the smallest largest per-example gradient over ``data``.
+
+    Evaluated at ``params`` (one model, no leading axis). Coordinates that are *structurally*
+    zero (a weight on an input feature that is constant in the data, such as digits pixels 0,
+    32 and 39 after standardisation) stay zero at every parameter value, so Dirac canaries
+    placed there collide with no natural record during the whole training run.
+
+    Returns:
+        (k,) int64 coordinates, quietest first.
+    """
+    from .dpsgd import per_example_gradients
+
+    check.integer(1, None, k=k)
+    g = per_example_gradients(model, params, data.x, data.y)
+    mass = torch.cat([v.reshape(v.shape[0], -1).abs() for v in g.values()], dim=1).amax(dim=0)
+    if k > mass.numel():
+        raise ValueError(f"k must be in [1, {mass.numel()}]; got {k}")
+    return torch.sort(mass, stable=True).indices[:k]
+
+
+def mislabelled(data: Dataset, m: int, *, generator: torch.Generator | None = None) -> InputCanaries:
+    """m records of ``data`` (drawn without replacement) with a label changed to a random other class."""
+    check.integer(1, data.n, m=m)
+    i = torch.randperm(data.n, generator=generator)[:m]
+    shift = torch.randint(1, data.num_classes, (m,), generator=generator)
+    return InputCanaries(data.x[i].clone(), (data.y[i] + shift) % data.num_classes, "mislabelled")
+
+
+def blank(data: Dataset, m: int = 1, *, generator: torch.Generator | None = None) -> InputCanaries:
+    """m copies of the all-zero raw input (a blank image, Annamalai & De Cristofaro 2024), random labels."""
+    check.integer(1, None, m=m)
+    x = data.to_model_space(torch.zeros(data.feature_shape, dtype=data.x.dtype)).expand(m, *data.feature_shape)
+    y = torch.randint(0, data.num_classes, (m,), generator=generator)
+    return InputCanaries(x.clone(), y, "blank")
+
+
+def out_of_distribution(data: Dataset, m: int, *, scale: float = 5.0,
+                        generator: torch.Generator | None = None) -> InputCanaries:
+    """m inputs drawn from N(0, scale² I) in standardised space (far from the data), random labels."""
+    check.integer(1, None, m=m)
+    check.positive(scale=scale)
+    x = scale * torch.randn(m, *data.feature_shape, generator=generator, dtype=data.x.dtype)
+    y = torch.randint(0, data.num_classes, (m,), generator=generator)
+    return InputCanaries(x, y, "out_of_distribution")
+
+
+def include(n: int, m: int = 1, *, p: float = 0.5, generator: torch.Generator | None = None) -> Tensor:
+    """Seeded random inclusion: an (n, m) bool tensor, each entry True with probability p, independently."""
+    check.integer(1, None, n=n, m=m)
+    check.in_range(0.0, 1.0, closed="both", p=p)
+    return torch.rand(n, m, generator=generator, dtype=torch.float64) < p

@@ -1,0 +1,277 @@
+"""DP-SGD exactly as the accountant describes it, for R small models at once.
+
+One step for each model r (Abadi et al. 2016, Alg. 1; σ and C as in Opacus)::
+
+    B_t    ~ spec.sampling                       (samplers.sample_counts; absent records never drawn)
+    g_i    = ∇_θ ℓ(θ; x_i, y_i)                   (exact, torch.func: functional_call + vmap(grad))
+    s_t    = Σ_{i∈B_t} g_i · min(1, C/‖g_i‖)       (+ gradient canaries, clipped the same way)
+    u_t    = (s_t + N(0, σ²C² I)) / E|B|           (E|B| = q·N for Poisson, b for fixed size)
+    θ     ← θ − η · u_t
+
+Dividing by the *expected* batch size keeps the normaliser public: dividing by the realised
+Poisson size would leak it (opacus #571/#819; see :class:`attacks.faults.RealisedBatchNormalisation`).
+
+R models are stacked on a leading axis and every step is one vectorised call (vmap over models
+of vmap over examples). All randomness of model r (initialisation, batches, noise) comes from
+its own generator, in that order, so a model's run does not depend on the other models beside it.
+
+>>> import torch, accountants as acc
+>>> from attacks import data, dpsgd, models
+>>> d = data.digits().subset(slice(0, 200))
+>>> spec = acc.DPSGD(1.0, acc.Poisson(0.1), steps=3)
+>>> res = dpsgd.train(spec, models.logistic_regression(64, 10), d, clip_norm=1.0, learning_rate=0.5,
+...                   n_models=2, generator=torch.Generator().manual_seed(0))
+>>> tuple(res.batch_sizes.shape)
+(2, 3)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from torch.func import functional_call, grad, vmap
+from tqdm.auto import tqdm
+
+from accountants import _validate as check
+from accountants.events import DPSGD
+from accountants.sampling import Poisson
+
+from . import models as _models
+from . import samplers
+from .data import Dataset
+from .faults import Fault, NoClipping, NoiseMissingFactor, RealisedBatchNormalisation, ShuffledBatches, describe
+
+__all__ = ["TrainResult", "per_example_gradients", "train"]
+
+
+@dataclass(frozen=True)
+class TrainResult:
+    """What one call of :func:`train` produced, for R models.
+
+    Attributes:
+        params: final parameters, dict name -> (R, *shape).
+        observations: (R, T, P) white-box projections ⟨p̂, u_t⟩·E|B|/C of every privatised
+            update on each unit probe p̂ (in units of C: a clipped canary along p̂ adds 1 per
+            draw, the noise adds N(0, σ²)); None without probes.
+        update_norms: (R, T) ‖u_t‖·E|B|/C, the scale of each privatised update in units of C.
+        batch_sizes: (R, T) realised number of draws per step (canary slots included).
+        updates: (R, T, D) every privatised update u_t when ``record_updates``; else None.
+        expected_batch_size: E|B|, the public normaliser.
+        fault: name of the fault injected ("none" for the honest trainer).
+    """
+
+    params: dict[str, Tensor]
+    observations: Tensor | None
+    update_norms: Tensor
+    batch_sizes: Tensor
+    updates: Tensor | None
+    expected_batch_size: float
+    fault: str
+
+
+def _loss(model: nn.Module):
+    def loss(params: dict[str, Tensor], x: Tensor, y: Tensor) -> Tensor:
+        out = functional_call(model, params, (x.unsqueeze(0),))
+        return F.cross_entropy(out, y.unsqueeze(0))
+
+    return loss
+
+
+def per_example_gradients(model: nn.Module, params: dict[str, Tensor], x: Tensor, y: Tensor) -> dict[str, Tensor]:
+    """Exact per-example gradients of the cross-entropy loss of one model.
+
+    ``functional_call`` + ``vmap(grad(...))``: one gradient per record, nothing patched onto the module.
+
+    Args:
+        params: dict name -> (*shape) (one model, no leading model axis).
+        x: (B, *feature_shape); y: (B,) int64.
+
+    Returns:
+        dict name -> (B, *shape).
+    """
+    return vmap(grad(_loss(model)), in_dims=(None, 0, 0))(params, x, y)
+
+
+def _stacked_per_example_gradients(model: nn.Module):
+    # models on the outer axis, records on the inner one: params (R, ...), x (R, B, ...), y (R, B)
+    return vmap(vmap(grad(_loss(model)), in_dims=(None, 0, 0)), in_dims=(0, 0, 0))
+
+
+def _generators(generator: torch.Generator | Sequence[torch.Generator] | None, n_models: int) -> list:
+    if isinstance(generator, torch.Generator) or generator is None:
+        return [generator] * n_models
+    gens = list(generator)
+    if len(gens) != n_models:
+        raise ValueError(f"generator must be one generator or a sequence of n_models={n_models}; got {len(gens)}")
+    return gens
+
+
+def train(
+    spec: DPSGD,
+    model: nn.Module,
+    data: Dataset,
+    *,
+    clip_norm: float,
+    learning_rate: float,
+    n_models: int = 1,
+    present: Tensor | None = None,
+    gradient_canaries: Tensor | None = None,
+    probes: Tensor | None = None,
+    params: dict[str, Tensor] | None = None,
+    init: _models.Init = _models.Init.DEFAULT,
+    generator: torch.Generator | Sequence[torch.Generator] | None = None,
+    fault: Fault | None = None,
+    record_updates: bool = False,
+    progress: bool = False,
+) -> TrainResult:
+    """Train R models with DP-SGD as ``spec`` describes (σ, sampling, T) and record what an adversary sees.
+
+    The dataset has N = data.n + m records: the rows of ``data`` followed by m gradient-canary
+    slots. A gradient canary is a record whose per-example gradient *is* the given vector
+    (clipped to C like any other): the strongest, white-box threat model (Nasr et al. 2023).
+
+    IMPORTANT: noise std is σ·C on the SUM of clipped gradients; the sum is divided by the
+    expected batch size (q·N or b), never by the realised one.
+
+    Args:
+        spec: σ, sampling and T. For FixedSize, ``dataset_size`` ≥ the records present.
+        model: architecture (see :mod:`attacks.models`).
+        data: the natural records (canary records already appended for input-space canaries).
+        clip_norm: C > 0.
+        learning_rate: η > 0.
+        n_models: R.
+        present: (R, N) bool, which records exist in each model's dataset (default: all).
+        gradient_canaries: (m, D) canary gradients, or None.
+        probes: (P, D) directions whose projections of every update are recorded (white box).
+        params: initial parameters dict name -> (R, *shape); default: drawn by ``init``.
+        init: initialisation when ``params`` is None.
+        generator: one generator per model (reproducible per model), one shared generator, or None.
+        fault: a fault from :mod:`attacks.faults`, or None for the honest algorithm.
+        record_updates: keep every update u_t (R·T·D numbers).
+        progress: show a tqdm bar over steps.
+
+    Returns:
+        :class:`TrainResult`.
+    """
+    if not isinstance(spec, DPSGD):
+        raise TypeError(f"spec must be an accountants.DPSGD; got {type(spec).__name__}")
+    check.positive(clip_norm=clip_norm, learning_rate=learning_rate)
+    check.integer(1, None, n_models=n_models)
+    describe(fault)  # validates the kind
+    R, T, C, sigma = n_models, spec.steps, float(clip_norm), spec.noise_multiplier
+    X, Y, dtype = data.x, data.y, data.x.dtype
+    n_data = data.n
+    gens = _generators(generator, R)
+
+    if params is None:
+        template = _models.init_params(model, 1, init=init, dtype=dtype)
+    else:
+        template = params
+    D = _models.num_params(template)
+    m = 0
+    if gradient_canaries is not None:
+        if gradient_canaries.ndim != 2 or gradient_canaries.shape[1] != D:
+            raise ValueError(f"gradient_canaries must have shape (m, D={D}); got {tuple(gradient_canaries.shape)}")
+        m = gradient_canaries.shape[0]
+    N = n_data + m
+    if present is None:
+        present = torch.ones(R, N, dtype=torch.bool)
+    if present.shape != (R, N) or present.dtype != torch.bool:
+        raise ValueError(f"present must be a bool tensor of shape (n_models={R}, N={N}); got {tuple(present.shape)}")
+    if probes is not None and (probes.ndim != 2 or probes.shape[1] != D):
+        raise ValueError(f"probes must have shape (P, D={D}); got {tuple(probes.shape)}")
+
+    expected = samplers.expected_batch_size(spec.sampling, N)
+    # Per-model randomness, in a fixed order: initialisation, batches, noise.
+    theta0, counts, noise = [], [], []
+    for r, g in enumerate(gens):
+        if params is None:
+            theta0.append(_models.flatten(_models.init_params(model, 1, g, init=init, dtype=dtype))[0])
+        match fault:
+            case ShuffledBatches():
+                b = max(1, round(expected))
+                counts.append(samplers.shuffled(b, T, present[r], g))
+            case _:
+                counts.append(samplers.sample_counts(spec.sampling, T, present[r], g))
+        noise.append(torch.randn(T, D, generator=g, dtype=dtype))
+    theta = torch.stack(theta0) if params is None else _models.flatten(params).to(dtype).clone()
+    counts_t = torch.stack(counts)  # (R, T, N)
+    noise_t = torch.stack(noise)  # (R, T, D)
+
+    noise_std = sigma * C
+    if isinstance(fault, NoiseMissingFactor):
+        noise_std /= fault.factor
+    clip = not isinstance(fault, NoClipping)
+
+    canary_sum = None
+    if m:
+        gc = gradient_canaries.to(dtype)
+        if clip:
+            gc = gc * torch.clamp(C / gc.norm(dim=1, keepdim=True), max=1.0)
+        canary_sum = gc  # (m, D)
+    unit_probes = None
+    if probes is not None:
+        unit_probes = probes.to(dtype) / probes.to(dtype).norm(dim=1, keepdim=True)
+
+    per_ex = _stacked_per_example_gradients(model)
+    obs = torch.empty(R, T, probes.shape[0], dtype=dtype) if probes is not None else None
+    norms = torch.empty(R, T, dtype=dtype)
+    updates = torch.empty(R, T, D, dtype=dtype) if record_updates else None
+    batch_sizes = counts_t.sum(dim=2, dtype=torch.int64)
+
+    steps = tqdm(range(T), desc="DP-SGD steps", leave=False) if progress else range(T)
+    for t in steps:
+        c_nat = counts_t[:, t, :n_data]
+        nnz = c_nat > 0
+        width = int(nnz.sum(dim=1).max())
+        s = torch.zeros(R, D, dtype=dtype)
+        if width:
+            # gather drawn records first, padding with weight 0 (models draw different numbers)
+            rows, cols = torch.nonzero(nnz, as_tuple=True)
+            slot = nnz.cumsum(dim=1)[rows, cols] - 1
+            idx = torch.zeros(R, width, dtype=torch.int64)
+            idx[rows, slot] = cols
+            w = torch.zeros(R, width, dtype=dtype)
+            w[rows, slot] = c_nat[rows, cols].to(dtype)  # (R, B) draw counts, 0 on padding
+            grads = per_ex(_models.unflatten(theta, template), X[idx], Y[idx])
+            sq = sum(torch.einsum("rbk,rbk->rb", f, f) for f in (v.reshape(R, width, -1) for v in grads.values()))
+            if clip:
+                w = w * torch.clamp(C / sq.sqrt(), max=1.0)  # norm 0 -> inf -> 1
+            s = torch.cat([torch.einsum("rb,rbk->rk", w, v.reshape(R, width, -1)) for v in grads.values()], dim=1)
+        if m:
+            s = s + counts_t[:, t, n_data:].to(dtype) @ canary_sum
+        noisy = s + noise_std * noise_t[:, t]
+        if isinstance(fault, RealisedBatchNormalisation):
+            u = noisy / batch_sizes[:, t].clamp(min=1).to(dtype)[:, None]
+        else:
+            u = noisy / expected
+        theta = theta - learning_rate * u
+        norms[:, t] = u.norm(dim=1) * (expected / C)
+        if obs is not None:
+            obs[:, t] = (u @ unit_probes.T) * (expected / C)
+        if updates is not None:
+            updates[:, t] = u
+    return TrainResult(
+        params=_models.unflatten(theta, template),
+        observations=obs,
+        update_norms=norms,
+        batch_sizes=batch_sizes,
+        updates=updates,
+        expected_batch_size=float(expected),
+        fault=describe(fault),
+    )
+
+
+def sample_rate(spec: DPSGD, dataset_size: int) -> float:
+    """Probability that a given record is in a given step's batch (q, b/N, or 1-(1-1/N)^b draws ≥ 1)."""
+    match spec.sampling:
+        case Poisson(rate=q):
+            return q
+        case s if s.replace:
+            return 1.0 - (1.0 - 1.0 / dataset_size) ** s.batch_size
+        case s:
+            return s.batch_size / dataset_size

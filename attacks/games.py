@@ -1,0 +1,496 @@
+"""Audit games: train with canaries, attack, and return an :class:`AttackOutcome`.
+
+Three designs (the audit statistics must not mix them up; auditing digest §6):
+
+- :func:`multi_run_game`: K independent runs, each with ONE canary included with probability
+  ½; one score per run. Independent trials: Clopper–Pearson / Jeffreys bounds apply.
+- :func:`one_run_game`: runs with m canaries each, every canary in with probability ½
+  (Steinke et al. 2023); m scores per run. Only one-run bounds apply.
+- :func:`reconstruction_game`: K runs, each on the known records plus one target drawn
+  uniformly from n candidates (κ = 1/n); the reconstructor scores all candidates.
+
+Resume. Every finished trial is appended to ``run_dir/trials.jsonl`` as one flushed JSON line
+(no pickle). A game called again with the same ``run_dir`` reads the lines there, keeps the
+finished trials and runs only the missing ones: trial i draws everything from a seed derived
+from (seed, i), and trials are trained in a fixed partition of chunks (a chunk with a missing
+trial is re-run whole), so an interrupted and resumed game returns exactly the outcome of an
+uninterrupted one. Lines of another game (a different configuration) are refused.
+
+>>> import torch, accountants as acc
+>>> from attacks import canaries, data, games, models
+>>> d = data.digits().subset(slice(0, 100))
+>>> setup = games.Setup(acc.DPSGD(1.0, acc.Poisson(0.5), steps=5), models.logistic_regression(64, 10), d)
+>>> canary = canaries.dirac([0], dim=650)
+>>> out = games.multi_run_game(setup, canary, n_trials=4, seed=1, progress=False)
+>>> tuple(out.scores["llr"].shape), out.truth.dtype
+((4,), torch.bool)
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+from tqdm.auto import tqdm
+
+from accountants import _validate as check
+from accountants._validate import UnsupportedError
+from accountants.events import DPSGD
+from accountants.sampling import FixedSize
+
+from . import membership as mia
+from . import reconstruction as recon
+from .canaries import Canaries, GradientCanaries, InputCanaries
+from .data import Dataset
+from .dpsgd import TrainResult, train
+from .faults import Fault
+from .faults import describe as describe_fault
+from .models import Init
+from .threat import BlackBox, Threat, WhiteBox, allows
+from .threat import describe as describe_threat
+
+__all__ = [
+    "AttackOutcome",
+    "Design",
+    "Setup",
+    "multi_run_game",
+    "one_run_game",
+    "reconstruction_game",
+    "trial_seed",
+]
+
+TRIALS_FILE = "trials.jsonl"
+_STREAM_TRIALS, _STREAM_SHADOWS, _STREAM_REFERENCE = 0, 1, 2
+
+
+class Design(enum.Enum):
+    """Which game produced an outcome (decides which statistics are valid)."""
+
+    MULTI_RUN = "multi_run"
+    ONE_RUN = "one_run"
+    RECONSTRUCTION = "reconstruction"
+
+
+@dataclass(frozen=True, eq=False)
+class Setup:
+    """Everything that defines the training of one trial (the canary slots come from the game).
+
+    Attributes:
+        spec: the claimed DP-SGD run; for FixedSize, ``dataset_size`` counts the larger
+            neighbour: data.n + m in membership games, data.n + 1 in reconstruction.
+        model: architecture.
+        data: the natural records.
+        clip_norm: C.
+        learning_rate: η.
+        init: parameter initialisation.
+        fault: a fault from :mod:`attacks.faults` (trained), while ``spec`` stays the claim.
+    """
+
+    spec: DPSGD
+    model: nn.Module
+    data: Dataset
+    clip_norm: float = 1.0
+    learning_rate: float = 1.0
+    init: Init = Init.DEFAULT
+    fault: Fault | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.spec, DPSGD):
+            raise TypeError(f"spec must be an accountants.DPSGD; got {type(self.spec).__name__}")
+        check.positive(clip_norm=self.clip_norm, learning_rate=self.learning_rate)
+
+
+@dataclass(frozen=True, eq=False)
+class AttackOutcome:
+    """Scores and ground truth of a finished game; rows are (run, canary) pairs.
+
+    IMPORTANT: every score is oriented so that higher ⇒ "member" (for reconstruction: higher ⇒
+    this candidate is the target).
+
+    Attributes:
+        design: :class:`Design`.
+        threat: "white_box" or "black_box".
+        scores: score name -> (K,) for membership games, (K, n) for reconstruction.
+        truth: (K,) bool membership, or (K,) int64 index of the true candidate.
+        trial: (K,) int64 run index of each row.
+        canary: (K,) int64 canary index within its run (0 in the multi-run game).
+        seeds: (K,) int64 seed of the run each row comes from.
+        metadata: game-level facts (spec, C, η, fault, canary kind, base seed, game id, ...).
+    """
+
+    design: Design
+    threat: str
+    scores: dict[str, Tensor]
+    truth: Tensor
+    trial: Tensor
+    canary: Tensor
+    seeds: Tensor
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def in_scores(self, name: str) -> Tensor:
+        """Scores of rows whose canary was in (membership games)."""
+        self._membership_only()
+        return self.scores[name][self.truth]
+
+    def out_scores(self, name: str) -> Tensor:
+        """Scores of rows whose canary was out (membership games)."""
+        self._membership_only()
+        return self.scores[name][~self.truth]
+
+    def successes(self, name: str) -> Tensor:
+        """(K,) bool exact-match reconstruction success (reconstruction game)."""
+        if self.design is not Design.RECONSTRUCTION:
+            raise ValueError("successes() is defined for the reconstruction game only")
+        return recon.success(self.scores[name], self.truth)
+
+    def _membership_only(self) -> None:
+        if self.design is Design.RECONSTRUCTION:
+            raise ValueError("in_scores/out_scores are defined for membership games only")
+
+
+def trial_seed(seed: int, index: int, stream: int = _STREAM_TRIALS) -> int:
+    """A 63-bit seed for trial ``index`` of a game with base ``seed`` (NumPy SeedSequence hashing)."""
+    check.integer(0, None, seed=seed, index=index)
+    state = np.random.SeedSequence(entropy=int(seed), spawn_key=(int(stream), int(index))).generate_state(2, np.uint32)
+    return int((int(state[0]) << 31) ^ int(state[1])) & ((1 << 63) - 1)
+
+
+def _generator(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+# ----------------------------------------------------------------------------------- trials file
+
+
+def _read_trials(path: Path, game_id: str) -> dict[int, dict]:
+    """Finished trials in ``path``; a torn last line (killed while writing) is cut off."""
+    if not path.exists():
+        return {}
+    raw = path.read_bytes()
+    good = raw.rfind(b"\n") + 1  # everything after the last newline is a torn write
+    if good < len(raw):
+        with open(path, "r+b") as fh:
+            fh.truncate(good)
+    done: dict[int, dict] = {}
+    for n, line in enumerate(raw[:good].decode("utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        rec = json.loads(line)
+        if rec.get("game_id") != game_id:
+            raise ValueError(
+                f"{path}:{n} belongs to another game (game_id {rec.get('game_id')!r}, expected {game_id!r}); "
+                "use a new run folder or the configuration that wrote it"
+            )
+        done[int(rec["trial"])] = rec
+    return done
+
+
+def _append(fh, record: dict) -> None:
+    fh.write(json.dumps(record, sort_keys=True) + "\n")
+    fh.flush()
+    os.fsync(fh.fileno())
+
+
+# ----------------------------------------------------------------------------------- the engine
+
+
+def _game_id(design: Design, setup: Setup, canaries: Canaries, threat: Threat, scores: Sequence, seed: int,
+             extra: dict) -> str:
+    h = hashlib.sha256()
+    desc = {
+        "design": design.value,
+        "spec": repr(setup.spec),
+        "model": repr(setup.model),
+        "data": [setup.data.name, setup.data.n],
+        "clip_norm": float(setup.clip_norm),
+        "learning_rate": float(setup.learning_rate),
+        "init": setup.init.value,
+        "fault": describe_fault(setup.fault),
+        "canary_kind": canaries.kind,
+        "m": canaries.m,
+        "threat": describe_threat(threat),
+        "scores": [mia.score_name(s) for s in scores],
+        "seed": int(seed),
+        **extra,
+    }
+    h.update(json.dumps(desc, sort_keys=True).encode())
+    for t in (setup.data.x, setup.data.y, *((canaries.vectors,) if isinstance(canaries, GradientCanaries)
+                                            else (canaries.x, canaries.y))):
+        h.update(t.detach().contiguous().cpu().numpy().tobytes())
+    return h.hexdigest()[:16]
+
+
+def _check_fixed_size(setup: Setup, n_records: int) -> None:
+    if isinstance(setup.spec.sampling, FixedSize) and setup.spec.sampling.dataset_size != n_records:
+        raise ValueError(
+            f"spec.sampling.dataset_size must be {n_records}, the records of the larger neighbouring dataset "
+            f"(data.n plus the canaries it holds); got {setup.spec.sampling.dataset_size}"
+        )
+
+
+def _train_with(setup: Setup, canaries: Canaries, present_canaries: Tensor, gens: list, *, white: bool) -> TrainResult:
+    """Train len(gens) models with canary slots present as ``present_canaries`` (R, m)."""
+    R = len(gens)
+    present = torch.cat([torch.ones(R, setup.data.n, dtype=torch.bool), present_canaries], dim=1)
+    common = dict(clip_norm=setup.clip_norm, learning_rate=setup.learning_rate, n_models=R, present=present,
+                  init=setup.init, generator=gens, fault=setup.fault)
+    match canaries:
+        case GradientCanaries(vectors=v):
+            return train(setup.spec, setup.model, setup.data, gradient_canaries=v,
+                         probes=v if white else None, **common)
+        case InputCanaries(x=x, y=y):
+            return train(setup.spec, setup.model, setup.data.append(x, y), **common)
+        case _:
+            raise TypeError(f"canaries must be GradientCanaries or InputCanaries; got {type(canaries).__name__}")
+
+
+def _black_box_stats(setup: Setup, canaries: Canaries, result: TrainResult, kind: str) -> Tensor:
+    if not isinstance(canaries, InputCanaries):
+        raise UnsupportedError("black-box scores need input-space canaries (a gradient canary has no input)")
+    if kind == "loss":
+        return mia.loss_scores(setup.model, result.params, canaries.x, canaries.y)
+    return mia.logit_confidence(setup.model, result.params, canaries.x, canaries.y)
+
+
+def _validate_scores(scores: Sequence, threat: Threat, canaries: Canaries) -> list:
+    scores = list(scores)
+    if not scores:
+        raise ValueError("scores must name at least one score variant")
+    for s in scores:
+        needed = mia.needs(s)
+        if not allows(threat, needed):
+            raise UnsupportedError(f"score {mia.score_name(s)} needs a white-box view; the threat is black box")
+        if isinstance(needed, WhiteBox) and not isinstance(canaries, GradientCanaries):
+            raise UnsupportedError(f"white-box score {mia.score_name(s)} is implemented for gradient canaries only")
+        if isinstance(needed, BlackBox) and not isinstance(canaries, InputCanaries):
+            raise UnsupportedError(f"black-box score {mia.score_name(s)} needs input-space canaries")
+    return scores
+
+
+def _amplitude(canaries: Canaries, setup: Setup) -> Tensor | float:
+    if isinstance(canaries, GradientCanaries):
+        # the adversary models the claimed (honest) algorithm, whatever fault was trained
+        return torch.clamp(canaries.vectors.norm(dim=1) / setup.clip_norm, max=1.0)
+    return 1.0
+
+
+def _train_shadows(setup: Setup, canaries: Canaries, n: int, seed: int, stream: int, p_in: float,
+                   chunk_size: int) -> tuple[Tensor, Tensor]:
+    """Confidence statistics (n, m) of n shadow models and which canaries were in them (n, m)."""
+    stats, ins = [], []
+    for start in range(0, n, chunk_size):
+        gens = [_generator(trial_seed(seed, i, stream)) for i in range(start, min(n, start + chunk_size))]
+        inc = torch.stack([torch.rand(canaries.m, generator=g, dtype=torch.float64) < p_in for g in gens])
+        res = _train_with(setup, canaries, inc, gens, white=False)
+        stats.append(_black_box_stats(setup, canaries, res, "confidence"))
+        ins.append(inc)
+    return torch.cat(stats), torch.cat(ins)
+
+
+def _play(design: Design, setup: Setup, canaries: Canaries, *, threat: Threat, scores: Sequence, n_trials: int,
+          seed: int, run_dir: str | Path | None, chunk_size: int, progress: bool,
+          n_reference: int = 0) -> AttackOutcome:
+    check.integer(1, None, n_trials=n_trials, chunk_size=chunk_size)
+    check.integer(0, None, seed=seed)
+    describe_threat(threat)
+    scores = _validate_scores(scores, threat, canaries)
+    m = canaries.m
+    # the largest neighbouring dataset: all canary slots in, or one candidate for reconstruction
+    n_records = setup.data.n + (1 if design is Design.RECONSTRUCTION else m)
+    _check_fixed_size(setup, n_records)
+    extra = {"n_reference": n_reference} if design is Design.RECONSTRUCTION else {}
+    game_id = _game_id(design, setup, canaries, threat, scores, seed, extra)
+    white = isinstance(threat, WhiteBox)
+
+    path = None
+    done: dict[int, dict] = {}
+    if run_dir is not None:
+        Path(run_dir).mkdir(parents=True, exist_ok=True)
+        path = Path(run_dir) / TRIALS_FILE
+        done = _read_trials(path, game_id)
+
+    missing_chunks = [
+        c for c in range(0, n_trials, chunk_size) if any(i not in done for i in range(c, min(n_trials, c + chunk_size)))
+    ]
+    shadow_stats = shadow_in = reference = None
+    lira_scores = [s for s in scores if isinstance(s, mia.LiRA)]
+    if missing_chunks and lira_scores:
+        n_shadow = max(s.n_shadow for s in lira_scores)
+        shadow_stats, shadow_in = _train_shadows(setup, canaries, n_shadow, seed, _STREAM_SHADOWS, 0.5, chunk_size)
+    if missing_chunks and design is Design.RECONSTRUCTION and not white:
+        reference, _ = _train_shadows(setup, canaries, n_reference, seed, _STREAM_REFERENCE, 0.0, chunk_size)
+
+    amplitude = _amplitude(canaries, setup)
+    fh = open(path, "a", encoding="utf-8") if path is not None else None  # closed in finally
+    try:
+        bar = tqdm(total=n_trials, initial=len(done), desc=f"{design.value} game", disable=not progress)
+        for start in missing_chunks:
+            idx = list(range(start, min(n_trials, start + chunk_size)))
+            before = set(done)
+            seeds = [trial_seed(seed, i) for i in idx]
+            gens = [_generator(s) for s in seeds]
+            # Ground truth first, from each trial's own generator (then the trainer continues it).
+            match design:
+                case Design.MULTI_RUN | Design.ONE_RUN:
+                    inc = torch.stack([torch.rand(m, generator=g, dtype=torch.float64) < 0.5 for g in gens])
+                case Design.RECONSTRUCTION:
+                    target = torch.stack([torch.randint(0, m, (), generator=g) for g in gens])
+                    inc = torch.nn.functional.one_hot(target, m).to(torch.bool)
+            res = _train_with(setup, canaries, inc, gens, white=white)
+            columns: dict[str, Tensor] = {}
+            for s in scores:
+                name = mia.score_name(s)
+                match s:
+                    case mia.LikelihoodRatio():
+                        columns[name] = mia.white_box_llr(res.observations.transpose(1, 2), setup.spec, n_records,
+                                                          amplitude=amplitude)
+                    case mia.InnerProductSum():
+                        columns[name] = mia.inner_product_sum(res.observations.transpose(1, 2))
+                    case mia.LossScore():
+                        columns[name] = _black_box_stats(setup, canaries, res, "loss")
+                    case mia.ConfidenceScore():
+                        columns[name] = _black_box_stats(setup, canaries, res, "confidence")
+                    case mia.LiRA(n_shadow=k, online=online, fixed_variance=fv):
+                        stats = _black_box_stats(setup, canaries, res, "confidence")
+                        columns[name] = mia.lira(stats, shadow_stats[:k], shadow_in[:k], online=online,
+                                                 fixed_variance=fv)
+            if design is Design.RECONSTRUCTION and not white:
+                stats = _black_box_stats(setup, canaries, res, "confidence")
+                columns["reference_shift"] = recon.black_box_scores(stats, reference)
+            for r, i in enumerate(idx):
+                if i in done:
+                    continue
+                rec = {"game_id": game_id, "trial": i, "seed": seeds[r],
+                       "scores": {k: v[r].tolist() for k, v in columns.items()},
+                       "batch_size_mean": float(res.batch_sizes[r].double().mean())}
+                if design is Design.RECONSTRUCTION:
+                    rec["target"] = int(target[r])
+                else:
+                    rec["members"] = inc[r].tolist()
+                if fh is not None:
+                    _append(fh, rec)
+                done[i] = rec
+            bar.update(sum(1 for i in idx if i not in before))
+        bar.close()
+    finally:
+        if fh is not None:
+            fh.close()
+    return _assemble(design, threat, done, n_trials, m, setup, canaries, seed, game_id)
+
+
+def _assemble(design: Design, threat: Threat, done: dict[int, dict], n_trials: int, m: int, setup: Setup,
+              canaries: Canaries, seed: int, game_id: str) -> AttackOutcome:
+    recs = [done[i] for i in range(n_trials)]
+    names = sorted(recs[0]["scores"])
+    metadata = {
+        "game_id": game_id, "seed": int(seed), "n_trials": n_trials, "m": m, "canary_kind": canaries.kind,
+        "noise_multiplier": setup.spec.noise_multiplier, "steps": setup.spec.steps,
+        "sampling": repr(setup.spec.sampling), "neighbouring": setup.spec.neighbouring.value,
+        "clip_norm": float(setup.clip_norm), "learning_rate": float(setup.learning_rate),
+        "fault": describe_fault(setup.fault), "data": setup.data.name, "dataset_size": setup.data.n + m,
+        "model": type(setup.model).__name__,
+        "batch_size_mean": [r["batch_size_mean"] for r in recs],
+    }
+    seeds = torch.tensor([r["seed"] for r in recs], dtype=torch.int64)
+    if design is Design.RECONSTRUCTION:
+        scores = {k: torch.tensor([r["scores"][k] for r in recs], dtype=torch.float64) for k in names}
+        truth = torch.tensor([r["target"] for r in recs], dtype=torch.int64)
+        trial = torch.arange(n_trials)
+        return AttackOutcome(design, describe_threat(threat), scores, truth, trial, torch.zeros_like(trial), seeds,
+                             {**metadata, "kappa": 1.0 / m})
+    scores = {k: torch.tensor([r["scores"][k] for r in recs], dtype=torch.float64).reshape(-1) for k in names}
+    truth = torch.tensor([r["members"] for r in recs], dtype=torch.bool).reshape(-1)
+    trial = torch.arange(n_trials).repeat_interleave(m)
+    canary = torch.arange(m).repeat(n_trials)
+    return AttackOutcome(design, describe_threat(threat), scores, truth, trial, canary, seeds.repeat_interleave(m),
+                         metadata)
+
+
+def multi_run_game(setup: Setup, canary: Canaries, *, threat: Threat | None = None,
+                   scores: Sequence[mia.Score] | None = None, n_trials: int = 1000, seed: int = 0,
+                   run_dir: str | Path | None = None, chunk_size: int = 100, progress: bool = True) -> AttackOutcome:
+    """K independent runs, each with the single canary in with probability ½; one score per run.
+
+    Args:
+        setup: the training setup (spec, model, data, C, η, fault).
+        canary: exactly one canary (GradientCanaries or InputCanaries with m = 1).
+        threat: WhiteBox() (the default, None) or BlackBox().
+        scores: score variants; default LikelihoodRatio and InnerProductSum (white box) or
+            LossScore and ConfidenceScore (black box).
+        n_trials: K.
+        seed: base seed; trial i uses :func:`trial_seed` (seed, i).
+        run_dir: folder for ``trials.jsonl`` (resume); None keeps nothing on disk.
+        chunk_size: runs trained at once (vectorised); part of the game's identity for resume.
+        progress: tqdm bar over trials.
+
+    Returns:
+        :class:`AttackOutcome` with K rows, design MULTI_RUN.
+    """
+    threat = WhiteBox() if threat is None else threat
+    if canary.m != 1:
+        raise ValueError(f"the multi-run game takes exactly one canary; got m={canary.m} (use one_run_game)")
+    return _play(Design.MULTI_RUN, setup, canary, threat=threat, scores=_default_scores(scores, threat),
+                 n_trials=n_trials, seed=seed, run_dir=run_dir, chunk_size=chunk_size, progress=progress)
+
+
+def one_run_game(setup: Setup, canaries: Canaries, *, threat: Threat | None = None,
+                 scores: Sequence[mia.Score] | None = None, n_runs: int = 1, seed: int = 0,
+                 run_dir: str | Path | None = None, chunk_size: int = 10, progress: bool = True) -> AttackOutcome:
+    """Runs with m canaries each, every canary in independently with probability ½ (Steinke et al. 2023).
+
+    Same arguments as :func:`multi_run_game` with ``canaries`` (m ≥ 1) and ``n_runs``.
+
+    Returns:
+        :class:`AttackOutcome` with n_runs·m rows, design ONE_RUN.
+    """
+    threat = WhiteBox() if threat is None else threat
+    return _play(Design.ONE_RUN, setup, canaries, threat=threat, scores=_default_scores(scores, threat),
+                 n_trials=n_runs, seed=seed, run_dir=run_dir, chunk_size=chunk_size, progress=progress)
+
+
+def reconstruction_game(setup: Setup, candidates: Canaries, *, threat: Threat | None = None, n_trials: int = 100,
+                        n_reference: int = 8, seed: int = 0, run_dir: str | Path | None = None,
+                        chunk_size: int = 100, progress: bool = True) -> AttackOutcome:
+    """Informed-adversary reconstruction: the target is uniform among n candidates (κ = 1/n).
+
+    White box (gradient candidates): the score is the white-box log-likelihood ratio of each
+    candidate's direction ("llr"; :func:`attacks.reconstruction.white_box_scores`). Black box
+    (input candidates): the shift of each candidate's confidence against ``n_reference`` models
+    trained on the known records alone ("reference_shift";
+    :func:`attacks.reconstruction.black_box_scores`). Success is an exact match of the argmax.
+
+    Returns:
+        :class:`AttackOutcome` with scores (K, n) and truth = the target's index.
+    """
+    threat = WhiteBox() if threat is None else threat
+    if candidates.m < 2:
+        raise ValueError(f"candidates must hold n ≥ 2 records; got {candidates.m}")
+    if isinstance(threat, WhiteBox):
+        scores = [mia.LikelihoodRatio()]
+    else:
+        check.integer(2, None, n_reference=n_reference)
+        scores = [mia.ConfidenceScore()]
+    return _play(Design.RECONSTRUCTION, setup, candidates, threat=threat, scores=scores, n_trials=n_trials,
+                 seed=seed, run_dir=run_dir, chunk_size=chunk_size, progress=progress,
+                 n_reference=n_reference if not isinstance(threat, WhiteBox) else 0)
+
+
+def _default_scores(scores: Sequence[mia.Score] | None, threat: Threat) -> list:
+    if scores is not None:
+        return list(scores)
+    match threat:
+        case WhiteBox():
+            return [mia.LikelihoodRatio(), mia.InnerProductSum()]
+        case BlackBox():
+            return [mia.LossScore(), mia.ConfidenceScore()]
+        case _:
+            raise TypeError(f"threat must be WhiteBox() or BlackBox(); got {threat!r}")

@@ -1,0 +1,274 @@
+"""Membership-inference scores. IMPORTANT: higher score ⇒ "member" (canary was in).
+
+Score variants are typed and matched with ``match`` (house style §9)::
+
+    Score = LikelihoodRatio() | InnerProductSum()            # white box: every update
+          | LossScore() | ConfidenceScore() | LiRA(...)       # black box: final model
+
+White box. ``observations`` are the projections of the privatised updates on the canary's unit
+direction in units of C (:class:`attacks.dpsgd.TrainResult`): o_t = a·k_t + z_t, where k_t is
+the number of draws of the canary at step t, a = min(‖g‖, C)/C its clipped size and
+z_t ~ N(0, σ²) (plus other records' contributions, which are exactly 0 on a quiet coordinate).
+The Neyman–Pearson optimal statistic for "in" vs "out" is then the log-likelihood ratio
+
+    Λ = Σ_t log Σ_k P(k_t = k) · exp((k a o_t − k² a² / 2) / σ²)
+
+with the law of k_t of the actual sampler (:func:`draw_law`): a per-step mixture, not a sum of
+Gaussians (Nasr et al. 2023, arXiv:2302.07956v1 §3, take q = 1 where the mixture collapses).
+
+Black box. Loss −ℓ(θ_T; x, y) and the logit-scaled confidence φ = z_y − log Σ_{y'≠y} e^{z_{y'}}
+(Carlini et al. 2022, arXiv:2112.03570v2 §4.2, Eq. 4, computed from logits in log space), and
+LiRA with shadow models, online (Gaussian LR of in vs out) or offline (one-sided test against
+the out distribution), with per-example or fixed (pooled) variance, models in eval mode.
+
+>>> import torch, accountants as acc
+>>> spec = acc.DPSGD(1.0, acc.Poisson(1.0), steps=1)
+>>> white_box_llr(torch.tensor([[0.0], [1.0]]), spec, dataset_size=10).tolist()
+[-0.5, 0.5]
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+from accountants import _validate as check
+from accountants.events import DPSGD
+from accountants.sampling import FixedSize, Poisson
+
+from . import models as _models
+from .threat import BlackBox, Threat, WhiteBox
+
+__all__ = [
+    "SCORES",
+    "ConfidenceScore",
+    "InnerProductSum",
+    "LiRA",
+    "LikelihoodRatio",
+    "LossScore",
+    "Score",
+    "draw_law",
+    "inner_product_sum",
+    "lira",
+    "logit_confidence",
+    "loss_scores",
+    "needs",
+    "score_from_name",
+    "score_name",
+    "white_box_llr",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class LikelihoodRatio:
+    """White box: the optimal log-likelihood ratio of the update projections (per-step mixture)."""
+
+
+@dataclass(frozen=True, slots=True)
+class InnerProductSum:
+    """White box: Σ_t ⟨canary direction, u_t⟩ (Steinke et al. 2023's white-box score)."""
+
+
+@dataclass(frozen=True, slots=True)
+class LossScore:
+    """Black box: −loss of the final model on the canary."""
+
+
+@dataclass(frozen=True, slots=True)
+class ConfidenceScore:
+    """Black box: logit-scaled confidence φ = log p_y − log(1 − p_y) of the final model."""
+
+
+@dataclass(frozen=True, slots=True)
+class LiRA:
+    """Black box: likelihood-ratio attack with ``n_shadow`` shadow models (Carlini et al. 2022).
+
+    Attributes:
+        n_shadow: shadow models, each with every canary in with probability ½.
+        online: True: Gaussian LR of "in" vs "out" shadows; False: offline, out shadows only.
+        fixed_variance: one pooled within-canary variance instead of one per canary (better
+            with few shadows, per the reference code's README).
+    """
+
+    n_shadow: int = 16
+    online: bool = True
+    fixed_variance: bool = False
+
+    def __post_init__(self) -> None:
+        check.integer(2, None, n_shadow=self.n_shadow)
+        for name in ("online", "fixed_variance"):
+            if not isinstance(getattr(self, name), bool):
+                raise TypeError(f"{name} must be a bool; got {type(getattr(self, name)).__name__}")
+
+
+Score = LikelihoodRatio | InnerProductSum | LossScore | ConfidenceScore | LiRA
+
+SCORES: dict[str, type] = {
+    "llr": LikelihoodRatio,
+    "inner_product": InnerProductSum,
+    "loss": LossScore,
+    "confidence": ConfidenceScore,
+    "lira": LiRA,
+}
+
+
+def score_from_name(name: str, **kwargs) -> Score:
+    """Build a score variant from its registry name (see ``SCORES``)."""
+    try:
+        cls = SCORES[name]
+    except KeyError:
+        raise ValueError(f"unknown score {name!r}; choose from {sorted(SCORES)}") from None
+    return cls(**kwargs)
+
+
+def score_name(score: Score) -> str:
+    """Stable name used as the key of a score column (e.g. "lira_online_16")."""
+    match score:
+        case LikelihoodRatio():
+            return "llr"
+        case InnerProductSum():
+            return "inner_product"
+        case LossScore():
+            return "loss"
+        case ConfidenceScore():
+            return "confidence"
+        case LiRA(n_shadow=s, online=on, fixed_variance=fv):
+            return f"lira_{'online' if on else 'offline'}{'_fixedvar' if fv else ''}_{s}"
+        case _:
+            raise TypeError(f"score must be one of {sorted(SCORES)} variants; got {type(score).__name__}")
+
+
+def needs(score: Score) -> Threat:
+    """The view an adversary needs to compute ``score``."""
+    match score:
+        case LikelihoodRatio() | InnerProductSum():
+            return WhiteBox()
+        case LossScore() | ConfidenceScore() | LiRA():
+            return BlackBox()
+        case _:
+            raise TypeError(f"score must be one of {sorted(SCORES)} variants; got {type(score).__name__}")
+
+
+def draw_law(spec: DPSGD, dataset_size: int, *, dtype: torch.dtype = torch.float64) -> tuple[Tensor, Tensor]:
+    """Law of the number of draws k of one given record in one step of ``spec.sampling``.
+
+    Poisson(q): k ∈ {0, 1}, P(1) = q. Fixed size b without replacement from N records:
+    P(1) = b/N. With replacement: k ~ Binomial(b, 1/N).
+
+    Returns:
+        (k, log P(k)): two (K,) tensors.
+    """
+    check.integer(1, None, dataset_size=dataset_size)
+    match spec.sampling:
+        case Poisson(rate=q):
+            p1 = float(q)
+        case FixedSize(batch_size=b, replace=False):
+            p1 = min(1.0, b / dataset_size)
+        case FixedSize(batch_size=b, replace=True):
+            k = torch.arange(b + 1, dtype=dtype)
+            log_binom = torch.lgamma(torch.tensor(b + 1.0, dtype=dtype)) - torch.lgamma(k + 1) - torch.lgamma(b - k + 1)
+            p = 1.0 / dataset_size
+            log_p = log_binom + k * math.log(p) + (b - k) * (math.log1p(-p) if p < 1 else 0.0)
+            if p == 1:  # one record: drawn b times surely
+                log_p = torch.where(k == b, 0.0, -math.inf).to(dtype)
+            return k, log_p
+        case _:
+            raise TypeError(f"spec.sampling must be Poisson or FixedSize; got {type(spec.sampling).__name__}")
+    k = torch.tensor([0.0, 1.0], dtype=dtype)
+    log_p = torch.tensor([math.log1p(-p1) if p1 < 1 else -math.inf, math.log(p1)], dtype=dtype)
+    return k, log_p
+
+
+def white_box_llr(observations: Tensor, spec: DPSGD, dataset_size: int, *, amplitude: float | Tensor = 1.0) -> Tensor:
+    """Optimal white-box score: Σ_t log E_k[exp((k a o_t − k² a²/2)/σ²)] (see module docstring).
+
+    Args:
+        observations: (..., T) projections o_t in units of C.
+        spec: the claimed σ and sampler (the adversary's model of the run).
+        dataset_size: N, records the sampler draws from when the canary is in.
+        amplitude: a = min(‖g‖, C)/C, the canary's clipped size in units of C; a float or a
+            tensor broadcasting against ``observations.shape[:-1]``.
+
+    Returns:
+        (...) log-likelihood ratio of "in" against "out"; higher ⇒ member.
+    """
+    check.positive(amplitude=amplitude)
+    k, log_p = draw_law(spec, dataset_size, dtype=observations.dtype)
+    var = spec.noise_multiplier**2
+    a = torch.as_tensor(amplitude, dtype=observations.dtype)[..., None, None]  # broadcasts over (..., T, K)
+    o = observations.unsqueeze(-1)  # (..., T, 1) against k on the last axis
+    per_step = torch.logsumexp(log_p + (k * a * o - 0.5 * (k * a) ** 2) / var, dim=-1)
+    return per_step.sum(dim=-1)
+
+
+def inner_product_sum(observations: Tensor) -> Tensor:
+    """Σ_t o_t over the last axis: the plain sum of inner products with the canary direction."""
+    return observations.sum(dim=-1)
+
+
+def loss_scores(model: nn.Module, params: dict[str, Tensor], x: Tensor, y: Tensor) -> Tensor:
+    """−cross-entropy of R stacked final models on m records: (R, m); eval mode."""
+    z = _models.logits(model, params, x)  # (R, m, K)
+    return z.gather(-1, y.expand(z.shape[0], -1).unsqueeze(-1)).squeeze(-1) - torch.logsumexp(z, dim=-1)
+
+
+def logit_confidence(model: nn.Module, params: dict[str, Tensor], x: Tensor, y: Tensor) -> Tensor:
+    """Logit-scaled confidence φ = z_y − logsumexp_{y'≠y} z_{y'} of R stacked models on m records: (R, m).
+
+    Equal to log p_y − log(1 − p_y) (Carlini et al. 2022, Eq. 4) without forming 1 − p_y, which
+    rounds to 0 for confident models; evaluated in eval mode.
+    """
+    z = _models.logits(model, params, x)  # (R, m, K)
+    zy = z.gather(-1, y.expand(z.shape[0], -1).unsqueeze(-1)).squeeze(-1)
+    others = z.scatter(-1, y.expand(z.shape[0], -1).unsqueeze(-1), -math.inf)
+    return zy - torch.logsumexp(others, dim=-1)
+
+
+def _centre_scale(stats: Tensor, mask: Tensor, fixed_variance: bool, what: str) -> tuple[Tensor, Tensor]:
+    counts = mask.sum(dim=0)
+    if bool((counts == 0).any()):
+        j = int(torch.nonzero(counts == 0)[0])
+        raise ValueError(f"canary {j} has no '{what}' shadow model; use more shadows (n_shadow)")
+    filled = torch.where(mask, stats, torch.nan)
+    centre = torch.nanmedian(filled, dim=0).values  # the reference code uses the median
+    resid2 = torch.where(mask, (stats - centre) ** 2, 0.0)
+    if fixed_variance:
+        scale = (resid2.sum() / counts.sum()).sqrt().expand_as(centre)
+    else:
+        if bool((counts < 2).any()):
+            raise ValueError(f"per-example variance needs ≥ 2 '{what}' shadows per canary; use fixed_variance=True")
+        scale = (resid2.sum(dim=0) / counts).sqrt()
+    return centre, scale.clamp_min(1e-30)  # + 1e-30 as the reference code, so ties do not divide by 0
+
+
+def lira(target: Tensor, shadow: Tensor, shadow_in: Tensor, *, online: bool = True,
+         fixed_variance: bool = False) -> Tensor:
+    """LiRA scores from per-canary statistics (use :func:`logit_confidence`).
+
+    Online: log N(φ; μ_in, σ_in²) − log N(φ; μ_out, σ_out²). Offline: −log P[φ' ≥ φ] under
+    N(μ_out, σ_out²), the paper's one-sided test (the reference code's two-sided logpdf variant is
+    not comparable; aidotse/LeakPro#378). Centres are medians, as in the reference code.
+
+    Args:
+        target: (K, m) statistics of the attacked models on the m canaries.
+        shadow: (S, m) statistics of the shadow models.
+        shadow_in: (S, m) bool, canary j was in shadow s.
+
+    Returns:
+        (K, m) scores, higher ⇒ member.
+    """
+    if shadow.shape != shadow_in.shape or shadow.shape[1:] != target.shape[1:]:
+        raise ValueError(
+            f"shadow, shadow_in and target must agree on canaries: {tuple(shadow.shape)}, "
+            f"{tuple(shadow_in.shape)}, {tuple(target.shape)}"
+        )
+    mu_out, sd_out = _centre_scale(shadow, ~shadow_in, fixed_variance, "out")
+    z_out = (target - mu_out) / sd_out
+    if not online:
+        return -torch.special.log_ndtr(-z_out)
+    mu_in, sd_in = _centre_scale(shadow, shadow_in, fixed_variance, "in")
+    z_in = (target - mu_in) / sd_in
+    return (-0.5 * z_in**2 - torch.log(sd_in)) - (-0.5 * z_out**2 - torch.log(sd_out))
