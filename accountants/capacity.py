@@ -63,19 +63,19 @@ __all__ = [
     "RestrictedValue",
     "ScalarMixture",
     "alpha_divergence_to_renyi",
-    "capacity",
+    "capacity_divergences",
     "compose_nonadaptive",
     "compose_parallel",
     "f_star",
     "full_kl",
-    "full_renyi",
     "mechanism_pairs",
     "paper_claimed_lin_renyi_bound",
     "parse_class",
-    "post_process_affine",
+    "post_process_polynomial",
     "renyi_to_alpha_divergence",
     "restricted_alpha_divergence",
     "restricted_kl",
+    "restricted_kl_gaussian_nd",
     "restricted_kl_laplace_product",
     "restricted_lower_bound",
     "restricted_renyi",
@@ -412,7 +412,8 @@ def _polyval(theta: Tensor, z: Tensor) -> Tensor:
 _STEPS = (4.0, 2.0, 1.0, 0.5, 0.25, 0.125, 1 / 16, 1 / 64, 1 / 256, 1 / 2048, 1 / 32768, 1 / 2**20)
 
 
-def _newton(value_fn, derivs_fn, theta: Tensor, *, max_iter: int = 200, rtol: float = 1e-15) -> tuple[Tensor, Tensor, Tensor]:
+def _newton(value_fn, derivs_fn, theta: Tensor, *, max_iter: int = 200,
+            rtol: float = 1e-15) -> tuple[Tensor, Tensor, Tensor]:
     """Maximise independent concave objectives batched along dim 0.
 
     Args:
@@ -900,7 +901,7 @@ def _unrestricted(mechanism: Gaussian | Laplace | DPSGD, divergence: str, orders
     return out
 
 
-def capacity(mechanism: Gaussian | Laplace | DPSGD, function_classes=("linear",), divergence: str = "renyi",
+def capacity_divergences(mechanism: Gaussian | Laplace | DPSGD, function_classes=("linear",), divergence: str = "renyi",
              orders: Tensor | float | None = None) -> CapacityResult:
     """Restricted next to unrestricted divergence for one mechanism at sensitivity 1.  Bound: exact (numerical).
 
@@ -952,3 +953,317 @@ def capacity(mechanism: Gaussian | Laplace | DPSGD, function_classes=("linear",)
     return CapacityResult(divergence, orders_t, restricted,
                           torch.maximum(unres[WITH_WITHOUT], unres[WITHOUT_WITH]),
                           {"restricted": by_class, "unrestricted": unres}, conv)
+
+
+# ---------------------------------------------------------------------------------------------
+# Multi-dimensional outputs
+# ---------------------------------------------------------------------------------------------
+
+
+def _mahalanobis_shift(v: Tensor, sigma: Tensor | float | None, cov: Tensor | None) -> Tensor:
+    v = _t(v)
+    if v.ndim == 0:
+        raise ValueError("v must have a last (coordinate) dimension")
+    check.finite(v=v)
+    if (sigma is None) == (cov is None):
+        raise ValueError("give exactly one of sigma (isotropic noise std) or cov (noise covariance)")
+    if sigma is not None:
+        s = _t(sigma)
+        check.positive(sigma=s)
+        return torch.linalg.vector_norm(v, dim=-1) / s
+    c = _t(cov)
+    if c.ndim < 2 or c.shape[-1] != c.shape[-2] or c.shape[-1] != v.shape[-1]:
+        raise ValueError(f"cov must have shape (..., d, d) with d = {v.shape[-1]}; got {tuple(c.shape)}")
+    chol, info = torch.linalg.cholesky_ex(c)
+    if bool((info != 0).any()):
+        raise ValueError("cov must be symmetric positive definite")
+    y = torch.linalg.solve_triangular(chol, v.unsqueeze(-1), upper=False).squeeze(-1)
+    return torch.linalg.vector_norm(y, dim=-1)
+
+
+def restricted_renyi_gaussian_nd(v: Tensor, alpha: Tensor | float, *, sigma: Tensor | float | None = None,
+                                 cov: Tensor | None = None) -> RestrictedValue:
+    """(lin, Rényi) of N(0, Σ) vs N(v, Σ) on ℝ^d (both directions equal).  Bound: exact (numerical).
+
+    Reduction [D, digest §4.6]: an affine h sees only u·x, which is N(u·mean, u^TΣu) under both laws,
+    and the 1-D value is non-decreasing in the standardised shift, so the supremum over directions is
+    the 1-D value at μ = ‖Σ^{−1/2}v‖ (isotropic: ‖v‖₂/σ). Dimension-free: there is no 2^d factor
+    (the paper's Cor. 2 / Table 1 row 6 bound is not valid). Polynomial classes in d > 1 variables
+    are not implemented.
+
+    Args:
+        v: sensitivity vectors (..., d).
+        alpha: orders α > 1 (A,).
+        sigma: isotropic noise std (...), or
+        cov: noise covariance (..., d, d).
+
+    Returns:
+        :class:`RestrictedValue`, value (..., A); witness is for the 1-D projection u·x standardised.
+    """
+    mu = _mahalanobis_shift(v, sigma, cov)
+    return restricted_renyi(ScalarMixture.gaussian(0.0, 1.0), ScalarMixture.gaussian(mu, 1.0), alpha, LINEAR)
+
+
+def restricted_kl_gaussian_nd(v: Tensor, *, sigma: Tensor | float | None = None,
+                              cov: Tensor | None = None) -> RestrictedValue:
+    """(lin, KL) of N(0, Σ) vs N(v, Σ) on ℝ^d via the same 1-D reduction.  Bound: exact (numerical).
+
+    Equals the unrestricted KL ½ v^TΣ^{−1}v (Thm 10: the log-likelihood ratio is affine); kept as a
+    computed value so that tests can compare it with that closed form.
+    """
+    mu = _mahalanobis_shift(v, sigma, cov)
+    return restricted_kl(ScalarMixture.gaussian(0.0, 1.0), ScalarMixture.gaussian(mu, 1.0), LINEAR)
+
+
+def restricted_kl_laplace_product(v: Tensor, b: Tensor | float) -> Tensor:
+    """(lin, KL) of Lap_d(0, b) vs Lap_d(v, b) (i.i.d. coordinates).  Bound: exact (numerical).
+
+    [D, digest §4.3]: only P's mean enters and log E_Q e^{a·x} splits over independent coordinates, so
+    the d-dimensional supremum is the sum of d scalar suprema, each computed by :func:`restricted_kl`.
+    Test closed form: Σ_i k(|v_i|/b), k(t) = √(1+t²) − 1 − log((1+√(1+t²))/2).
+
+    Args:
+        v: sensitivity vectors (..., d); b: Laplace scale (...).
+
+    Returns:
+        values (...).
+    """
+    v = _t(v)
+    if v.ndim == 0:
+        raise ValueError("v must have a last (coordinate) dimension")
+    check.finite(v=v)
+    b_t = _t(b)
+    check.positive(b=b_t)
+    b_t = b_t[..., None].expand_as(v) if b_t.ndim else b_t.expand_as(v)
+    rv = restricted_kl(ScalarMixture.laplace(torch.zeros_like(v), b_t), ScalarMixture.laplace(v.abs(), b_t), LINEAR)
+    return rv.value.sum(-1)
+
+
+# ---------------------------------------------------------------------------------------------
+# Properties that hold (Thms 1, 3, 4), with their conditions
+# ---------------------------------------------------------------------------------------------
+
+
+def post_process_polynomial(value: Tensor, function_class: Polynomial | str,
+                            map_degree: int) -> tuple[Tensor, Polynomial]:
+    """Post-processing (Chaudhuri et al. 2019 Thm 1): the parameter carries over to a smaller class.
+
+    If a release A is (poly_k, Γ)-bounded with parameter ``value`` and g is a polynomial map of degree
+    m of the (scalar) output, then g∘A is (poly_{⌊k/m⌋}, Γ)-bounded with the same parameter, because
+    i∘g ∈ poly_k for every i ∈ poly_{⌊k/m⌋} (hypothesis of Thm 1). m = 1 (affine maps, including
+    linear maps between output spaces for the lin class) keeps the class.
+
+    NOT covered: thresholding, clipping, training a model on the release, or any map that is not a
+    polynomial (Thm 1 needs i∘g ∈ H); this function raises for them by construction (map_degree
+    must be a positive integer) and for m > k.
+
+    Args:
+        value: restricted KL or Rényi value(s) of A for ``function_class``.
+        function_class: the class the value was computed for.
+        map_degree: degree m ≥ 1 of the polynomial post-processing map.
+
+    Returns:
+        (value, class for which it holds after post-processing).
+    """
+    fc = parse_class(function_class)
+    check.integer(1, None, map_degree=map_degree)
+    if map_degree > fc.degree:
+        raise UnsupportedError(f"a degree-{map_degree} map of a {fc.name} release leaves no polynomial class "
+                               "covered by Thm 1 (need map degree ≤ class degree)")
+    return _t(value), Polynomial(fc.degree // int(map_degree))
+
+
+def compose_parallel(values: Tensor, dim: int = -1) -> Tensor:
+    """Parallel composition (Chaudhuri et al. 2019 Thm 3): max of the parameters.  Bound: upper.
+
+    Conditions: the releases use DISJOINT parts of the data; each class is convex and translation
+    invariant (every Polynomial class is); the joint class is the separable sum H1 ⊕ H2
+    ({h1(o1) + h2(o2)}; for lin classes this is lin on the concatenated output); Γ is KL, or Rényi
+    with all values at the SAME order α > 1.
+    """
+    v = _t(values)
+    check.in_range(0.0, None, values=v)
+    return v.amax(dim)
+
+
+def compose_nonadaptive(values: Tensor, dim: int = -1) -> Tensor:
+    """Non-adaptive sequential composition (Chaudhuri et al. 2019 Thm 4): sum.  Bound: upper.
+
+    Conditions: the releases are NON-ADAPTIVE (no release may depend on another's output; DP-SGD steps
+    are adaptive and are NOT covered, nor is any amplification by subsampling); each class is convex,
+    translation invariant and contains the constants (every Polynomial class does); the joint class is
+    H1 ⊕ H2 (separable sums; for lin: lin on the concatenated output); Γ is KL, or Rényi with all
+    values at the SAME order α > 1.
+    """
+    v = _t(values)
+    check.in_range(0.0, None, values=v)
+    return v.sum(dim)
+
+
+def paper_claimed_lin_renyi_bound(mechanism: Gaussian | Laplace, alpha: Tensor | float,
+                                  v: Tensor | None = None) -> Tensor:
+    """The (lin, Rényi) "upper bound" PRINTED in Table 1 / Thm 13 / Cor. 2. NOT A VALID BOUND.
+
+    Chaudhuri et al. 2019 Table 1 rows 3-6 (d-dim rows; d = 1 when ``v`` is None):
+    Laplace: log(1 + 2^{d(α−1)}·(ε‖v‖_α)^α)/(α−1) with ε = 1/b;
+    Gaussian: log(1 + 2^{d(α−1)}·√(π/2)^{α−1}·‖v‖_α^α/σ^α)/(α−1).
+    The proof of Thm 13 drops a factor 2^{−d} on b^A, and the exact values exceed these numbers at
+    small ε / large σ with α ≳ 4 (e.g. Gaussian σ = 4, α = 10: exact 0.109697 > 0.000413). Returned
+    only so that tests and docs can show the failure; dpaudit never uses it as a bound.
+    """
+    a = _t(alpha)
+    if v is None:
+        v = torch.ones(1, dtype=a.dtype)
+    v = _t(v)
+    d = v.shape[-1]
+    norm_aa = (v.abs() ** a[..., None]).sum(-1)  # ‖v‖_α^α
+    if isinstance(mechanism, Laplace):
+        term = 2.0 ** (d * (a - 1.0)) * norm_aa / mechanism.b**a
+    elif isinstance(mechanism, Gaussian):
+        term = 2.0 ** (d * (a - 1.0)) * math.sqrt(math.pi / 2.0) ** (a - 1.0) * norm_aa / mechanism.sigma**a
+    else:
+        raise TypeError(f"mechanism must be Gaussian or Laplace; got {type(mechanism).__name__}")
+    return torch.log1p(term) / (a - 1.0)
+
+
+# ---------------------------------------------------------------------------------------------
+# Estimation from samples: fit the adversary on one split, lower-bound on the other
+# ---------------------------------------------------------------------------------------------
+
+
+class RestrictedLowerBound(NamedTuple):
+    """A one-sided LOWER confidence bound on a restricted divergence from samples.
+
+    Attributes:
+        lower: lower bound on D^H(P, Q) (KL, or Rényi at ``order``), holding with probability
+            ≥ ``confidence`` asymptotically (normal approximation of the held-out mean), shape (...).
+            Clamped at 0, which is valid because every class here contains the constant f′(1).
+        confidence: the one-sided confidence level.
+        held_out_estimate: the held-out value of the fitted adversary (an estimate of J(ĥ) ≤ D^H; not
+            a bound), shape (...).
+        witness: fitted h(x) coefficients (lowest degree first), shape (..., k+1).
+        n_fit: (P, Q) sample counts used to fit; n_eval: counts used to evaluate.
+    """
+
+    lower: Tensor
+    confidence: float
+    held_out_estimate: Tensor
+    witness: Tensor
+    n_fit: tuple[int, int]
+    n_eval: tuple[int, int]
+
+
+def _kl_fform_terms(theta: Tensor, m_p: Tensor, z: Tensor, w: Tensor, derivs: bool):
+    """J(θ) = θ·E_P ψ − E_Q e^{h−1} (Lemma 1, f-form) and derivatives; w are expectation weights."""
+    e = torch.exp(_polyval(theta, z) - 1.0)
+    val = (theta * m_p).sum(-1) - (w * e).sum(-1)
+    if not derivs:
+        return val
+    psi = _powers(z, theta.shape[-1] - 1)
+    grad = m_p - torch.einsum("mn,mnp->mp", w * e, psi)
+    hess = -torch.einsum("mn,mnp,mnq->mpq", w * e, psi, psi)
+    return val, grad, hess
+
+
+def restricted_lower_bound(samples_p: Tensor, samples_q: Tensor, function_class: Polynomial | str = LINEAR,
+                           divergence: str = "kl", alpha: float | None = None, *, confidence: float = 0.95,
+                           fit_fraction: float = 0.5, ridge: float = 1e-6,
+                           generator: torch.Generator | None = None) -> RestrictedLowerBound:
+    """One-sided lower confidence bound on KL^H or D_{R,α}^H from samples (held-out, never plug-in).
+
+    Chaudhuri et al. 2019 (arXiv:1907.02159v1) eq. (2) estimated as in digest §6.3: each sample is split
+    at random into a fit part and an evaluation part; ĥ maximises the empirical f-form objective on the
+    fit part (concave: Newton, with a small ridge on the non-constant coefficients); on the evaluation
+    part the f-form value Ĵ = mean_P ĥ − mean_Q f*(ĥ) is linear in the empirical measures, hence
+    unbiased for J(ĥ) ≤ D^H(P, Q), and its one-sided normal bound Ĵ − z_c·se is a lower confidence
+    bound on D^H. (The in-sample maximum and the Donsker–Varadhan log-mean-exp form are biased upward
+    and are never reported.) Rényi: mapped through the increasing eq. (3).
+
+    Bound: lower, at ``confidence`` (asymptotic normal approximation; heavy tails of f*(ĥ) under Q make
+    it unreliable: prefer bounded or light-tailed observables).
+
+    Args:
+        samples_p: observations with the record (..., n_p); samples_q: without (..., n_q). Leading
+            dimensions are independent problems (e.g. Monte-Carlo repetitions).
+        function_class: :class:`Polynomial` or its name.
+        divergence: "kl" or "renyi" (then ``alpha`` > 1).
+        confidence: one-sided level in (0, 1).
+        fit_fraction: share of each sample used to fit, in (0, 1).
+        ridge: ridge weight on the non-constant coefficients during the fit (≥ 0).
+        generator: randomness of the split.
+
+    Returns:
+        :class:`RestrictedLowerBound`.
+    """
+    fc = parse_class(function_class)
+    if divergence not in ("kl", "renyi"):
+        raise ValueError(f"divergence must be 'kl' or 'renyi'; got {divergence!r}")
+    if divergence == "renyi":
+        if alpha is None:
+            raise ValueError("alpha is required for divergence='renyi'")
+        check.in_range(1.0, None, closed="neither", alpha=alpha)
+    check.in_range(0.0, 1.0, closed="neither", confidence=confidence, fit_fraction=fit_fraction)
+    check.in_range(0.0, None, ridge=ridge)
+    xp, xq = _t(samples_p), _t(samples_q)
+    if xp.ndim == 0 or xq.ndim == 0:
+        raise ValueError("samples must have a last (sample) dimension")
+    check.finite(samples_p=xp, samples_q=xq)
+    shape = torch.broadcast_shapes(xp.shape[:-1], xq.shape[:-1])
+    xp = xp.expand(*shape, xp.shape[-1]).reshape(-1, xp.shape[-1])
+    xq = xq.expand(*shape, xq.shape[-1]).reshape(-1, xq.shape[-1])
+    nfp, nfq = int(fit_fraction * xp.shape[-1]), int(fit_fraction * xq.shape[-1])
+    if min(nfp, xp.shape[-1] - nfp, nfq, xq.shape[-1] - nfq) < fc.degree + 2:
+        raise ValueError("too few samples: each of the fit and evaluation parts needs > degree + 1 points")
+
+    def split(x: Tensor, nf: int) -> tuple[Tensor, Tensor]:
+        perm = torch.argsort(torch.rand(x.shape, generator=generator, dtype=x.dtype, device=x.device), -1)
+        xs = torch.gather(x, -1, perm)
+        return xs[:, :nf], xs[:, nf:]
+
+    fp, ep = split(xp, nfp)
+    fq, eq = split(xq, nfq)
+    mu, sd = fq.mean(-1), fq.std(-1).clamp_min(1e-300)
+    k = fc.degree
+
+    def z(x: Tensor) -> Tensor:
+        return (x - mu[:, None]) / sd[:, None]
+
+    m_fit = _powers(z(fp), k).mean(-2)
+    zq = z(fq)
+    wq = torch.full_like(zq, 1.0 / zq.shape[-1])
+    n = mu.shape[0]
+    a = torch.full((n,), float(alpha) if alpha is not None else 2.0, dtype=mu.dtype, device=mu.device)
+    pen = torch.full((k + 1,), ridge, dtype=mu.dtype, device=mu.device)
+    pen[0] = 0.0
+
+    def terms(theta: Tensor, rows: Tensor, derivs: bool):
+        if divergence == "renyi":
+            out = _alpha_terms(theta, a[rows], m_fit[rows], zq[rows], wq[rows], derivs)
+        else:
+            out = _kl_fform_terms(theta, m_fit[rows], zq[rows], wq[rows], derivs)
+        if not derivs:
+            return out - (pen * theta * theta).sum(-1)
+        v, g, h = out
+        return v - (pen * theta * theta).sum(-1), g - 2.0 * pen * theta, h - torch.diag_embed(2.0 * pen).expand_as(h)
+
+    theta0 = torch.zeros(n, k + 1, dtype=mu.dtype, device=mu.device)
+    theta0[:, 0] = 1.0
+    theta, _, _ = _newton(lambda t, r: terms(t, r, False), lambda t, r: terms(t, r, True), theta0)
+    hp, hq = _polyval(theta, z(ep)), _polyval(theta, z(eq))
+    if divergence == "renyi":
+        big_a = a / (a - 1.0)
+        xs, ys = a[:, None] * hp, (a - 1.0)[:, None] * hq.abs() ** big_a[:, None]
+    else:
+        xs, ys = hp, torch.exp(hq - 1.0)
+    est = xs.mean(-1) - ys.mean(-1)
+    se = (xs.var(-1) / xs.shape[-1] + ys.var(-1) / ys.shape[-1]).sqrt()
+    zc = float(torch.special.ndtri(torch.tensor(confidence, dtype=torch.float64)))
+    lo = est - zc * se
+    if divergence == "renyi":  # est estimates G(ĥ) = α(α−1)·J(ĥ) + 1 (see _alpha_terms); D_R = log(G)/(α−1)
+        lower = torch.log(lo.clamp_min(1.0)) / (a - 1.0)
+        held = torch.log(est.clamp_min(1e-300)) / (a - 1.0)
+        wit = _z_to_x(theta, mu, sd) / (a - 1.0)[:, None]
+    else:
+        lower, held, wit = lo.clamp_min(0.0), est, _z_to_x(theta, mu, sd)
+    return RestrictedLowerBound(lower.reshape(shape), float(confidence), held.reshape(shape),
+                                wit.reshape(*shape, k + 1), (nfp, nfq), (ep.shape[-1], eq.shape[-1]))
