@@ -8,6 +8,7 @@
 from ._validate import UnsupportedError
 from .accountant import Accountant, RDPAccountant
 from .api import calibrate, delta, epsilon, get_method, methods, poisson_epsilon, rdp, register_method, supports
+from .capacity import capacity_divergences, restricted_kl, restricted_lower_bound, restricted_renyi
 from .events import DPSGD, Composed
 from .mechanisms import Gaussian, Laplace, RandomizedResponse
 from .orders import DEFAULT_ORDERS, default_orders
@@ -32,6 +33,7 @@ __all__ = [
     "RandomizedResponse",
     "UnsupportedError",
     "calibrate",
+    "capacity_divergences",
     "default_orders",
     "delta",
     "epsilon",
@@ -40,5 +42,8 @@ __all__ = [
     "poisson_epsilon",
     "rdp",
     "register_method",
+    "restricted_kl",
+    "restricted_lower_bound",
+    "restricted_renyi",
     "supports",
 ]
