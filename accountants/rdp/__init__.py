@@ -49,10 +49,13 @@ def register_step_rdp(sampling: type, neighbouring: Neighbouring, fn: StepRdp, *
 
 def unsupported_reason(spec: DPSGD) -> str | None:
     """Why no RDP theorem covers ``spec``, or None when one does. No side effects."""
-    if spec.group_size != 1:
+    if spec.group_size != 1 and not (
+        isinstance(spec.sampling, Poisson) and spec.neighbouring is Neighbouring.ADD_REMOVE
+    ):
         return (
-            f"group_size={spec.group_size} is not supported yet by the RDP accountant "
-            "(group privacy arrives with the amplification issue); only group_size=1 is accounted"
+            f"group_size={spec.group_size} is covered by the RDP accountant only for sampling=poisson with "
+            "neighbouring=add-remove (Schuchardt et al. 2024 Thm 4.2); no implemented theorem covers group "
+            "privacy for this sampling/neighbouring combination"
         )
     key = (type(spec.sampling), spec.neighbouring)
     if key not in _STEP_RDP:
@@ -79,6 +82,10 @@ def step_rdp(spec: DPSGD, orders: Tensor) -> tuple[Tensor, str]:
 
 
 def _poisson_add_remove(spec: DPSGD, orders: Tensor) -> tuple[Tensor, str]:
+    if spec.group_size > 1:  # Schuchardt et al. 2024 Thm 4.2 (accountants/rdp/group.py)
+        from .group import step_rdp_poisson_group
+
+        return step_rdp_poisson_group(spec, orders)
     q = torch.as_tensor(spec.sampling.rate, dtype=orders.dtype, device=orders.device)
     s = torch.as_tensor(spec.noise_multiplier, dtype=orders.dtype, device=orders.device)
     return rdp_poisson_gaussian(orders, q, s), "Mironov-Talwar-Zhang 2019 (exact sampled Gaussian)"
