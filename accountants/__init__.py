@@ -13,6 +13,7 @@ from .events import DPSGD, Composed
 from .mechanisms import Gaussian, Laplace, RandomizedResponse
 from .orders import DEFAULT_ORDERS, default_orders
 from .rdp import OrderGridWarning
+from .rdp.group import compare_group_bounds, rdp_poisson_gaussian_group, rdp_poisson_gaussian_group_baseline
 from .results import DeltaBound, EpsilonBound
 from .sampling import FixedSize, Neighbouring, Poisson
 
@@ -34,6 +35,7 @@ __all__ = [
     "UnsupportedError",
     "calibrate",
     "capacity_divergences",
+    "compare_group_bounds",
     "default_orders",
     "delta",
     "epsilon",
@@ -41,6 +43,8 @@ __all__ = [
     "methods",
     "poisson_epsilon",
     "rdp",
+    "rdp_poisson_gaussian_group",
+    "rdp_poisson_gaussian_group_baseline",
     "register_method",
     "restricted_kl",
     "restricted_lower_bound",
