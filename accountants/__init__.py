@@ -9,13 +9,16 @@ from ._validate import UnsupportedError
 from .accountant import Accountant, RDPAccountant
 from .api import calibrate, delta, epsilon, get_method, methods, poisson_epsilon, rdp, register_method, supports
 from .capacity import capacity_divergences, restricted_kl, restricted_lower_bound, restricted_renyi
+from .comparison import compare, delta_divergence, symmetric_delta_divergence
 from .events import DPSGD, Composed
 from .mechanisms import Gaussian, Laplace, RandomizedResponse
 from .orders import DEFAULT_ORDERS, default_orders
 from .rdp import OrderGridWarning
 from .rdp.group import compare_group_bounds, rdp_poisson_gaussian_group, rdp_poisson_gaussian_group_baseline
+from .reconstruction import rero_bound
 from .results import DeltaBound, EpsilonBound
 from .sampling import FixedSize, Neighbouring, Poisson
+from .tradeoff import TradeOff, tradeoff
 
 __all__ = [
     "DEFAULT_ORDERS",
@@ -32,12 +35,15 @@ __all__ = [
     "Poisson",
     "RDPAccountant",
     "RandomizedResponse",
+    "TradeOff",
     "UnsupportedError",
     "calibrate",
     "capacity_divergences",
+    "compare",
     "compare_group_bounds",
     "default_orders",
     "delta",
+    "delta_divergence",
     "epsilon",
     "get_method",
     "methods",
@@ -46,8 +52,11 @@ __all__ = [
     "rdp_poisson_gaussian_group",
     "rdp_poisson_gaussian_group_baseline",
     "register_method",
+    "rero_bound",
     "restricted_kl",
     "restricted_lower_bound",
     "restricted_renyi",
     "supports",
+    "symmetric_delta_divergence",
+    "tradeoff",
 ]
