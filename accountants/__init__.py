@@ -13,6 +13,7 @@ from .comparison import compare, delta_divergence, symmetric_delta_divergence
 from .events import DPSGD, Composed
 from .mechanisms import Gaussian, Laplace, RandomizedResponse
 from .orders import DEFAULT_ORDERS, default_orders
+from .pld import pld_epsilon_bracket, pld_privacy_profile  # importing .pld registers method "pld"
 from .rdp import OrderGridWarning
 from .rdp.group import compare_group_bounds, rdp_poisson_gaussian_group, rdp_poisson_gaussian_group_baseline
 from .reconstruction import rero_bound
@@ -47,6 +48,8 @@ __all__ = [
     "epsilon",
     "get_method",
     "methods",
+    "pld_epsilon_bracket",
+    "pld_privacy_profile",
     "poisson_epsilon",
     "rdp",
     "rdp_poisson_gaussian_group",

@@ -1,0 +1,61 @@
+"""Privacy-loss-distribution (PLD) accounting in torch with a certified bracket.
+
+Public entry points:
+
+* :func:`pld_epsilon_bracket` (spec, δ) → :class:`PLDBracket` (lower ≤ ε(δ) ≤ upper);
+* :func:`pld_delta_bracket` (spec, ε) → :class:`PLDBracket` on δ(ε);
+* :func:`pld_privacy_profile` (spec, eps_grid) → sound UPPER δ(ε) on a grid (max over the add and
+  remove directions), on the device of ``eps_grid`` — the input for trade-off curves;
+* :func:`pld_profile` (spec, h=, delta_error=) → :class:`PLDProfile`, one composition that answers
+  many queries (``delta_upper/lower(eps)``, ``epsilon_upper/lower(delta)``);
+* :class:`PLDMethod`, registered as ``"pld"`` in :mod:`accountants.api`, so that
+  ``accountants.epsilon(spec, 1e-5, method="pld")`` returns ``EpsilonBound(value=upper, lower=...)``.
+
+Pipeline: :mod:`.pairs` (one dominating pair per ordered direction, ``docs/dominating-pairs.md``)
+→ :mod:`.discretise` (round to the nearest lattice point, tails coupled monotonically, mean
+rounding error bounded) → :mod:`.compose` (one float64 real FFT per direction, Chernoff window,
+Hoeffding certificate). Device and dtype follow the inputs (``device=`` or ``eps_grid.device``).
+
+>>> import accountants as acc
+>>> spec = acc.DPSGD(1.1, acc.Poisson(256 / 60_000), steps=14_062)
+>>> b = acc.epsilon(spec, 1e-5, method="pld")
+>>> b.lower <= 2.3816 <= b.value
+True
+"""
+
+from .accountant import (
+    PLDBracket,
+    PLDMethod,
+    PLDProfile,
+    pld_delta_bracket,
+    pld_epsilon_bracket,
+    pld_privacy_profile,
+    pld_profile,
+)
+from .compose import ComposedPLD, compose
+from .discretise import DiscreteStep, discretise
+from .pairs import GaussianShift, MixturePair, PoissonAdd, PoissonRemove, PoissonReplace, step_pairs
+
+__all__ = [
+    "ComposedPLD",
+    "DiscreteStep",
+    "GaussianShift",
+    "MixturePair",
+    "PLDBracket",
+    "PLDMethod",
+    "PLDProfile",
+    "PoissonAdd",
+    "PoissonRemove",
+    "PoissonReplace",
+    "compose",
+    "discretise",
+    "pld_delta_bracket",
+    "pld_epsilon_bracket",
+    "pld_privacy_profile",
+    "pld_profile",
+    "step_pairs",
+]
+
+from ..api import register_method as _register_method
+
+_register_method(PLDMethod())

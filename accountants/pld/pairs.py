@@ -1,0 +1,292 @@
+"""Dominating pairs for one step of DP-SGD, as one-dimensional Gaussian mixtures.
+
+A dominating pair (P, Q) of a mechanism M under an *ordered* neighbouring relation satisfies
+H_α(M(D) ‖ M(D')) ≤ H_α(P ‖ Q) for every α ≥ 0 and every ordered neighbouring pair (D, D')
+(Zhu, Dong, Wang, AISTATS 2022, arXiv:2106.08567v3, Def. 7). By their Thm 10 the product of the
+per-step pairs dominates the adaptive composition, so the T-step privacy profile of one ordered
+direction is the profile of (P^T, Q^T). Add/remove is symmetric as a relation but the two ordered
+directions have different pairs, so every direction is composed on its own and the profile is the
+maximum over directions (the direction is fixed by the one pair of datasets for all T steps).
+
+Every pair here is oriented so that the privacy loss L(x) = log p(x)/q(x) is *increasing* in x,
+with x ~ P; the discretiser relies on that (bin masses are exact CDF differences at the inverse
+images of the bin edges). Derivations and numerical checks: ``docs/dominating-pairs.md``.
+
+Noise is in units of the clip norm C: σ is the noise multiplier, a shift ``s`` is the sensitivity
+in units of C (1 for Poisson add/remove, 2 for a replacement of the whole contribution).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from .._validate import UnsupportedError
+from ..events import DPSGD
+from ..sampling import FixedSize, Neighbouring, Poisson
+
+__all__ = [
+    "GaussianShift",
+    "MixturePair",
+    "PoissonAdd",
+    "PoissonRemove",
+    "PoissonReplace",
+    "StepPairs",
+    "step_pairs",
+    "unsupported_reason",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class MixturePair:
+    """P = Σ a_i N(m_i, σ²) against Q = Σ b_j N(n_j, σ²), with L(x) = log p/q increasing in x.
+
+    Subclasses give the closed-form inverse of the loss and its range.
+    """
+
+    sigma: float
+
+    # --- the mixtures -------------------------------------------------------------------------
+    def p_components(self) -> tuple[tuple[float, float], ...]:
+        """(weight, mean) of the components of P."""
+        raise NotImplementedError
+
+    def loss(self, x: Tensor) -> Tensor:
+        """The privacy loss log p(x)/q(x)."""
+        raise NotImplementedError
+
+    def loss_inverse(self, value: Tensor) -> Tensor:
+        """x with L(x) = value (−inf/+inf below/above the range of L)."""
+        raise NotImplementedError
+
+    @property
+    def symmetric(self) -> bool:
+        """True when (Q, P) is (P, Q) reflected, so both ordered directions have one profile."""
+        return False
+
+    # --- generic mixture helpers ----------------------------------------------------------------
+    def cdf(self, x: Tensor) -> Tensor:
+        """P(X ≤ x), accurate where it is below 1/2."""
+        out = torch.zeros_like(x)
+        for w, m in self.p_components():
+            out = out + w * torch.special.ndtr((x - m) / self.sigma)
+        return out
+
+    def sf(self, x: Tensor) -> Tensor:
+        """P(X > x), accurate where it is below 1/2."""
+        out = torch.zeros_like(x)
+        for w, m in self.p_components():
+            out = out + w * torch.special.ndtr((m - x) / self.sigma)
+        return out
+
+    def tail_mass(self, x: Tensor, upper: Tensor) -> Tensor:
+        """P(X > x) where ``upper`` is True, else P(X ≤ x): one evaluation per component."""
+        sign = torch.where(upper, -1.0, 1.0).to(x.dtype)
+        out = torch.zeros_like(x)
+        for w, m in self.p_components():
+            out = out + w * torch.special.ndtr(sign * (x - m) / self.sigma)
+        return out
+
+    def pdf(self, x: Tensor) -> Tensor:
+        """Density of P."""
+        out = torch.zeros_like(x)
+        c = 1.0 / (self.sigma * math.sqrt(2.0 * math.pi))
+        for w, m in self.p_components():
+            out = out + (w * c) * torch.exp(-0.5 * ((x - m) / self.sigma) ** 2)
+        return out
+
+    def x_range(self, tail: float) -> tuple[float, float]:
+        """[x_lo, x_hi] with P(X < x_lo) ≤ tail and P(X > x_hi) ≤ tail (mixture weights sum to 1)."""
+        z = -float(torch.special.ndtri(torch.tensor(tail, dtype=torch.float64)))
+        means = [m for _, m in self.p_components()]
+        return min(means) - z * self.sigma, max(means) + z * self.sigma
+
+
+def _log_mix_ratio(q: float, arg: Tensor) -> Tensor:
+    """log(1 − q + q e^arg), stable for q → 0, q → 1 and large |arg|."""
+    # log(1-q + q e^a) = logaddexp(log1p(-q), log q + a); q < 1 here.
+    return torch.logaddexp(torch.full_like(arg, math.log1p(-q)), math.log(q) + arg)
+
+
+@dataclass(frozen=True, slots=True)
+class GaussianShift(MixturePair):
+    """P = N(s, σ²), Q = N(0, σ²): L(x) = (2sx − s²)/(2σ²). Symmetric (reflect x → s − x)."""
+
+    shift: float = 1.0
+
+    def p_components(self) -> tuple[tuple[float, float], ...]:
+        return ((1.0, self.shift),)
+
+    def loss(self, x: Tensor) -> Tensor:
+        return (2.0 * self.shift * x - self.shift**2) / (2.0 * self.sigma**2)
+
+    def loss_inverse(self, value: Tensor) -> Tensor:
+        return value * self.sigma**2 / self.shift + 0.5 * self.shift
+
+    @property
+    def symmetric(self) -> bool:
+        return True
+
+
+@dataclass(frozen=True, slots=True)
+class PoissonRemove(MixturePair):
+    """P = (1−q)N(0, σ²) + qN(s, σ²), Q = N(0, σ²) ("remove": the record is in D, not in D').
+
+    L(x) = log(1 − q + q e^{(2sx − s²)/(2σ²)}) ∈ (log(1−q), ∞), increasing.
+    """
+
+    q: float = 0.01
+    shift: float = 1.0
+
+    def p_components(self) -> tuple[tuple[float, float], ...]:
+        return ((1.0 - self.q, 0.0), (self.q, self.shift))
+
+    def loss(self, x: Tensor) -> Tensor:
+        return _log_mix_ratio(self.q, (2.0 * self.shift * x - self.shift**2) / (2.0 * self.sigma**2))
+
+    def loss_inverse(self, value: Tensor) -> Tensor:
+        # e^l = 1 − q + q e^a  ⇒  a = log((expm1(l) + q)/q); x = s/2 + σ² a / s.
+        inside = torch.expm1(value) + self.q
+        ok = inside > 0
+        a = torch.log(torch.where(ok, inside, torch.ones_like(inside))) - math.log(self.q)
+        x = 0.5 * self.shift + self.sigma**2 * a / self.shift
+        return torch.where(ok, x, torch.full_like(x, -math.inf))
+
+
+@dataclass(frozen=True, slots=True)
+class PoissonAdd(MixturePair):
+    """P = N(0, σ²), Q = (1−q)N(0, σ²) + qN(−s, σ²): the "add" direction, reflected (x → −x).
+
+    L(x) = −log(1 − q + q e^{(−2sx − s²)/(2σ²)}) ∈ (−∞, −log(1−q)), increasing.
+    """
+
+    q: float = 0.01
+    shift: float = 1.0
+
+    def p_components(self) -> tuple[tuple[float, float], ...]:
+        return ((1.0, 0.0),)
+
+    def loss(self, x: Tensor) -> Tensor:
+        return -_log_mix_ratio(self.q, (-2.0 * self.shift * x - self.shift**2) / (2.0 * self.sigma**2))
+
+    def loss_inverse(self, value: Tensor) -> Tensor:
+        # e^{−l} = 1 − q + q e^a, a = (−2sx − s²)/(2σ²)  ⇒  x = −s/2 − σ² a / s.
+        inside = torch.expm1(-value) + self.q
+        ok = inside > 0
+        a = torch.log(torch.where(ok, inside, torch.ones_like(inside))) - math.log(self.q)
+        x = -0.5 * self.shift - self.sigma**2 * a / self.shift
+        return torch.where(ok, x, torch.full_like(x, math.inf))
+
+
+@dataclass(frozen=True, slots=True)
+class PoissonReplace(MixturePair):
+    """P = (1−q)N(0, σ²) + qN(s, σ²), Q = (1−q)N(0, σ²) + qN(−s, σ²). Symmetric (x → −x).
+
+    The replace-one pair of dp_accounting's PLD (each substituted record moves the sum by C in
+    opposite directions, 2C apart). L is increasing with range (−∞, ∞).
+    """
+
+    q: float = 0.01
+    shift: float = 1.0
+
+    def p_components(self) -> tuple[tuple[float, float], ...]:
+        return ((1.0 - self.q, 0.0), (self.q, self.shift))
+
+    def loss(self, x: Tensor) -> Tensor:
+        c = self.shift**2 / (2.0 * self.sigma**2)
+        b = self.shift / self.sigma**2
+        return _log_mix_ratio(self.q, b * x - c) - _log_mix_ratio(self.q, -b * x - c)
+
+    def loss_inverse(self, value: Tensor) -> Tensor:
+        # u = e^{sx/σ²}, c = e^{−s²/(2σ²)}: q c u² + (1−q)(1−e^l) u − q c e^l = 0, positive root;
+        # the two algebraically equal forms avoid cancellation on either sign of (1 − e^l).
+        q, s2 = self.q, self.sigma**2
+        log_qc = math.log(q) - self.shift**2 / (2.0 * s2)
+        qc = math.exp(log_qc)
+        el = torch.exp(value)
+        b = (1.0 - q) * (-torch.expm1(value))
+        disc = torch.sqrt(b * b + 4.0 * qc * qc * el)
+        pos = b >= 0
+        u_pos = 2.0 * qc * el / (b + disc)              # b ≥ 0: no cancellation
+        u_neg = (disc - b) / (2.0 * qc)                 # b < 0: no cancellation
+        u = torch.where(pos, u_pos, u_neg)
+        return s2 / self.shift * torch.log(u)
+
+    @property
+    def symmetric(self) -> bool:
+        return True
+
+
+@dataclass(frozen=True, slots=True)
+class StepPairs:
+    """The dominating pairs of one DP-SGD step, one per ordered direction, and their source."""
+
+    remove: MixturePair
+    add: MixturePair
+    theorem: str
+
+    @property
+    def symmetric(self) -> bool:
+        return self.remove is self.add
+
+
+def unsupported_reason(spec: DPSGD) -> str | None:
+    """Why no proved dominating pair covers ``spec`` (None when one does). No side effects."""
+    rel = spec.neighbouring.value.replace("_", "-")
+    if spec.group_size != 1:
+        return (
+            f"pld: group_size={spec.group_size} has no proved dominating pair in dpaudit yet "
+            "(only group_size=1 is accounted by PLD; use method='rdp' where it supports groups)"
+        )
+    s = spec.sampling
+    if isinstance(s, FixedSize) and s.replace:
+        return "pld: fixed-size sampling with replacement has no proved dominating pair in dpaudit"
+    if isinstance(s, FixedSize) and spec.neighbouring is Neighbouring.REPLACE_ONE:
+        return (
+            f"pld: fixed-size sampling without replacement under neighbouring={rel} has no proved "
+            "dominating pair for all orders α ≥ 0 in dpaudit (see docs/dominating-pairs.md §5)"
+        )
+    return None
+
+
+def step_pairs(spec: DPSGD) -> StepPairs:
+    """The dominating pairs for one step of ``spec`` (see ``docs/dominating-pairs.md``).
+
+    Raises:
+        UnsupportedError: for combinations without a proved pair (never a wrong pair instead).
+    """
+    reason = unsupported_reason(spec)
+    if reason is not None:
+        raise UnsupportedError(reason)
+    sigma = spec.noise_multiplier
+    s = spec.sampling
+    if isinstance(s, Poisson):
+        q = float(s.rate)
+        if spec.neighbouring is Neighbouring.ADD_REMOVE:
+            if q >= 1.0:
+                g = GaussianShift(sigma, shift=1.0)
+                return StepPairs(g, g, "Gaussian mechanism, sensitivity C (q = 1)")
+            return StepPairs(
+                PoissonRemove(sigma, q=q, shift=1.0),
+                PoissonAdd(sigma, q=q, shift=1.0),
+                "Poisson-subsampled Gaussian, add/remove, both directions (Zhu-Dong-Wang 2022 Thm 11)",
+            )
+        if q >= 1.0:
+            g = GaussianShift(sigma, shift=2.0)
+            return StepPairs(g, g, "Gaussian mechanism, sensitivity 2C (replace-one, q = 1)")
+        r = PoissonReplace(sigma, q=q, shift=1.0)
+        return StepPairs(r, r, "Poisson-subsampled Gaussian, replace-one, ±C mixture pair (dp_accounting PLD)")
+    # Fixed-size without replacement, add/remove: the batch changes by a replacement of one
+    # record (shift ≤ 2C) with probability b/n; docs/dominating-pairs.md §4.
+    q = s.batch_size / s.dataset_size
+    if q >= 1.0:
+        g = GaussianShift(sigma, shift=2.0)
+        return StepPairs(g, g, "Gaussian mechanism, sensitivity 2C (fixed-size b = n)")
+    return StepPairs(
+        PoissonRemove(sigma, q=q, shift=2.0),
+        PoissonAdd(sigma, q=q, shift=2.0),
+        "fixed-size WOR add/remove: mixture pair with shift 2C and weight b/n (docs/dominating-pairs.md §4)",
+    )
