@@ -1199,7 +1199,9 @@ def restricted_lower_bound(samples_p: Tensor, samples_q: Tensor, function_class:
     and are never reported.) Rényi: mapped through the increasing eq. (3).
 
     Bound: lower, at ``confidence`` (asymptotic normal approximation; heavy tails of f*(ĥ) under Q make
-    it unreliable: prefer bounded or light-tailed observables).
+    it unreliable: prefer bounded or light-tailed observables). In particular for KL with degree ≥ 2 on
+    unbounded outputs the fitted ĥ can have E_Q e^{ĥ} = ∞ (any x³ term, or x² on Laplace-like tails),
+    and then no finite sample certifies coverage.
 
     Args:
         samples_p: observations with the record (..., n_p); samples_q: without (..., n_q). Leading
@@ -1278,6 +1280,9 @@ def restricted_lower_bound(samples_p: Tensor, samples_q: Tensor, function_class:
     se = (xs.var(-1) / xs.shape[-1] + ys.var(-1) / ys.shape[-1]).sqrt()
     zc = float(torch.special.ndtri(torch.tensor(confidence, dtype=torch.float64)))
     lo = est - zc * se
+    # f*(ĥ) overflowing on held-out data (e.g. a fitted x³ term under KL) makes the estimate −∞ and the
+    # normal bound undefined; 0 is then reported, which is valid because D^H ≥ 0 for these classes.
+    lo = torch.where(torch.isfinite(lo), lo, torch.full_like(lo, -math.inf))
     if divergence == "renyi":  # est estimates G(ĥ) = α(α−1)·J(ĥ) + 1 (see _alpha_terms); D_R = log(G)/(α−1)
         lower = torch.log(lo.clamp_min(1.0)) / (a - 1.0)
         held = torch.log(est.clamp_min(1e-300)) / (a - 1.0)
