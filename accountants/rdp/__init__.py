@@ -66,7 +66,8 @@ def unsupported_reason(spec: DPSGD) -> str | None:
             f"sampling={name} with neighbouring={spec.neighbouring.value.replace('_', '-')} "
             "is not supported yet by the RDP accountant"
         )
-    return None
+    handler_check = getattr(_STEP_RDP[key], "unsupported", None)  # optional per-handler refinement
+    return handler_check(spec) if handler_check is not None else None
 
 
 def step_rdp(spec: DPSGD, orders: Tensor) -> tuple[Tensor, str]:
@@ -92,3 +93,9 @@ def _poisson_add_remove(spec: DPSGD, orders: Tensor) -> tuple[Tensor, str]:
 
 
 register_step_rdp(Poisson, Neighbouring.ADD_REMOVE, _poisson_add_remove)
+
+
+# Fixed-size batches (Birrell et al. 2024) and Poisson under replace-one (ibid. Thm C.9).
+from .fixed_size import register_handlers as _register_fixed_size  # noqa: E402
+
+_register_fixed_size(register_step_rdp)
