@@ -58,9 +58,8 @@ _SQRT2 = math.sqrt(2.0)
 
 
 def _eps(eps: Tensor | float) -> Tensor:
-    eps = as_float(eps)
-    check.in_range(0.0, None, closed="left", eps=eps)
-    return eps
+    check.in_range(0.0, None, closed="left", eps=eps)  # first: a TypeError that names eps for a wrong kind
+    return as_float(eps)
 
 
 # ------------------------------------------------------------------------ base mechanisms
@@ -221,7 +220,14 @@ def tv_poisson(rate: Tensor | float) -> Tensor:
 def tv_wor(batch_size: Tensor | int, dataset_size: Tensor | int) -> Tensor:
     """TV between WOR(m of n) subsample laws of substitution neighbours: m/n (§4)."""
     m, n = _wr_args(batch_size, dataset_size)
-    check.in_range(0.0, 1.0, closed="right", batch_size_over_dataset_size=m / n)
+    m, n = torch.broadcast_tensors(m, n)
+    bad = m > n
+    if bool(bad.any()):
+        i = int(torch.nonzero(bad.reshape(-1))[0].item())
+        raise ValueError(
+            "batch_size must be <= dataset_size for sampling without replacement; got batch_size="
+            f"{m.reshape(-1)[i].item():g}, dataset_size={n.reshape(-1)[i].item():g}"
+        )
     return m / n
 
 

@@ -1,0 +1,367 @@
+"""Privacy profiles and amplification by subsampling (Balle, Barthe, Gaboardi 2018, arXiv:1807.01647v2)."""
+
+import itertools
+import math
+
+import mpmath as mp
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from accountants.profiles import (
+    advanced_joint_convexity,
+    amplified_epsilon,
+    amplify_poisson_remove_add,
+    amplify_wor_substitution,
+    amplify_wr_remove_add,
+    amplify_wr_substitution,
+    base_epsilon,
+    delta_gaussian,
+    delta_gaussian_group,
+    delta_group_black_box,
+    delta_laplace,
+    delta_laplace_group,
+    delta_randomized_response,
+    hockey_stick,
+    log_delta_gaussian,
+    randomized_membership_output,
+    randomized_membership_profile,
+    tv_poisson,
+    tv_wor,
+    tv_wr,
+)
+from tests.oracles import reference_records
+
+F64 = torch.float64
+TRADEOFF = reference_records("tradeoff_gaussian")
+
+
+def _t(x):
+    return torch.as_tensor(x, dtype=F64)
+
+
+# ------------------------------------------------------------------------------ Gaussian profile
+
+
+@pytest.mark.parametrize("rec", TRADEOFF, ids=lambda r: f"mu{r['params']['mu']}")
+def test_gaussian_profile_reference(rec):
+    # Source: ../shared/reference/values.json family tradeoff_gaussian, `delta` (mpmath 1.3.0, 50
+    # digits). Tolerance from its README: rtol 1e-10; atol 1e-20 for δ ≲ 1e-15 (here δ underflows
+    # at μ = 0.1, ε = 8: e^{−3196}).
+    p, v = rec["params"], rec["values"]
+    got = delta_gaussian(_t(p["eps"]), p["mu"])
+    torch.testing.assert_close(got, _t(v["delta"]), rtol=1e-10, atol=1e-20)
+    assert delta_gaussian(0.0, p["mu"]).item() == pytest.approx(v["tv_delta_at_eps0"], rel=1e-12)
+
+
+def test_reference_values_present():
+    assert len(TRADEOFF) == 8, "values.json tradeoff_gaussian records not found next to the repository"
+
+
+# Source: papers/digests/balle2018_amplification_by_subsampling.md §6.1 (quadrature and mpmath; 12
+# significant digits → rtol 1e-11), extreme tails included.
+DIGEST_GAUSSIAN = [
+    (0.5, 0.0, 0.197412651366), (0.5, 1.0, 0.00682959498311), (0.5, 4.0, 2.70603380296e-16),
+    (1.0, 0.5, 0.238421708135), (1.0, 2.0, 0.0209236358211), (1.0, 4.0, 4.71224120079e-05),
+    (2.0, 1.0, 0.509861660055), (2.0, 4.0, 0.0849533186711),
+    (0.5, 6.0, 1.42222804349e-33), (1.0, 10.0, 9.81270582685e-23), (1.0, 20.0, 2.6647067054e-86),
+    (0.2, 3.0, 2.16378577086e-52), (3.0, 30.0, 2.43098043176e-18), (0.01, 0.001, 0.0035110920258421),
+    (0.001, 0.005, 5.35954704106e-11),
+]
+
+
+def test_gaussian_profile_digest_and_tails():
+    mu, eps, want = (list(c) for c in zip(*DIGEST_GAUSSIAN, strict=True))
+    got = delta_gaussian(_t(eps), _t(mu))
+    torch.testing.assert_close(got, _t(want), rtol=1e-10, atol=0.0)
+
+
+def test_gaussian_profile_mpmath_oracle():
+    # Oracle: Φ(a) − e^ε Φ(b) at 60 digits (mpmath 1.3). rtol 1e-13 — the scaled-erfc form of d
+    # loses nothing to cancellation (a plain float64 formula loses ~1e-10 at μ = 0.1, ε = 8).
+    mp.mp.dps = 60
+    cases = [(0.1, 0.5), (0.1, 2.0), (0.25, 1.0), (0.05, 0.3), (1.5, 8.0), (5.0, 0.0), (5.0, 8.0), (0.3, 4.0)]
+    for mu, eps in cases:
+        m, e = mp.mpf(mu), mp.mpf(eps)
+        want = mp.ncdf(m / 2 - e / m) - mp.exp(e) * mp.ncdf(-m / 2 - e / m)
+        got = log_delta_gaussian(eps, mu).item()
+        assert got == pytest.approx(float(mp.log(want)), rel=1e-13, abs=1e-13)
+
+
+def test_gaussian_profile_limits():
+    # ε → ∞ with fixed μ: δ → 0; μ → ∞: δ → 1 (TV → 1).
+    assert delta_gaussian(200.0, 1.0).item() == 0.0
+    assert delta_gaussian(0.0, 80.0).item() == pytest.approx(1.0, abs=1e-15)
+    # gradient through the profile is finite (guarded branches; calibration by autograd)
+    mu = _t(0.7).requires_grad_()
+    delta_gaussian(_t([0.0, 1.0, 9.0]), mu).sum().backward()
+    assert torch.isfinite(mu.grad)
+
+
+# --------------------------------------------------------------------------- Laplace and RR
+
+
+def test_laplace_profile_digest():
+    # Source: digest §6.2 (mpmath quadrature to 1e-15; 12 digits → rtol 1e-11).
+    cases = [(1.0, 0.0, 0.393469340287), (1.0, 0.25, 0.312710721209), (1.0, 0.5, 0.221199216929),
+             (1.0, 1.0, 0.0), (1.0, 3.0, 0.0), (0.5, 0.25, 0.117503097415), (2.0, 0.5, 0.527633447259),
+             (2.0, 1.9, 0.048770575499)]
+    for eta, eps, want in cases:
+        assert delta_laplace(eps, eta).item() == pytest.approx(want, rel=1e-11, abs=0.0)
+
+
+def test_randomized_response_profile_is_its_own_delta():
+    # Closed form (§5): R_p with p = (e^ε + δ)/(e^ε + 1) has δ_M(ε) = δ exactly; zero beyond log(p/(1−p)).
+    for eps, delta in [(1.0, 0.01), (0.3, 0.2), (2.0, 0.0)]:
+        p = (math.exp(eps) + delta) / (math.exp(eps) + 1)
+        assert delta_randomized_response(eps, p).item() == pytest.approx(delta, abs=1e-15)
+        assert delta_randomized_response(eps, 1 - p).item() == pytest.approx(delta, abs=1e-15)
+    assert delta_randomized_response(math.log(0.8 / 0.2) + 1e-9, 0.8).item() == 0.0
+
+
+# ------------------------------------------------------------------------------ group profiles
+
+
+def test_group_profiles_white_box_beats_black_box():
+    eps = _t([0.0, 0.1, 0.5, 1.0, 2.0, 5.0])
+    for k in (2, 3, 5):
+        white = delta_gaussian_group(eps, 1.0, k)
+        black = delta_group_black_box(lambda e: delta_gaussian(e, 1.0), eps, k)
+        assert (white <= black + 1e-15).all()
+        assert (black <= 1.0).all()
+        white_l = delta_laplace_group(eps, 0.5, k)
+        black_l = delta_group_black_box(lambda e: delta_laplace(e, 0.5), eps, k)
+        assert (white_l <= black_l + 1e-15).all()
+    # Source: digest §5.5: k = 3, η = 1, ε = 3 gives 1.41 before clipping, so the bound is 1.
+    assert delta_group_black_box(lambda e: delta_gaussian(e, 1.0), 3.0, 3).item() == 1.0
+    # ε → 0: the factor tends to k
+    got = delta_group_black_box(lambda e: delta_gaussian(e, 0.1), 0.0, 4).item()
+    assert got == pytest.approx(4 * delta_gaussian(0.0, 0.1).item(), rel=1e-12)
+
+
+# ----------------------------------------------------------------------- amplification maps
+
+
+def test_amplification_map_digest():
+    # Source: digest §6.4 (12 digits → rtol 1e-11).
+    for eps, gamma, want in [(1.0, 0.01, 0.0170368632362), (1.0, 0.1, 0.15856507874),
+                             (0.1, 0.5, 0.0512494795136), (5.0, 0.001, 0.137509981747), (2.0, 0.05, 0.277217108945)]:
+        assert amplified_epsilon(eps, gamma).item() == pytest.approx(want, rel=1e-11)
+        assert base_epsilon(want, gamma).item() == pytest.approx(eps, rel=1e-10)
+    assert amplified_epsilon(800.0, 0.01).item() == pytest.approx(800.0 + math.log(0.01), rel=1e-15)
+
+
+def test_poisson_amplified_gaussian_digest():
+    # Source: digest §6.6: Thm 8 value = exact removal direction of one Poisson-subsampled Gaussian
+    # step (mpmath closed form + quadrature), 12 digits → rtol 1e-10.
+    cases = [(0.01, 1.0, 0.01, 0.0019002737053), (0.01, 1.0, 0.5, 2.21451901315e-07),
+             (0.01, 1.0, 2.0, 1.72484212001e-12), (0.1, 1.0, 0.1, 0.0184719306881),
+             (0.1, 0.5, 0.1, 0.00236420970692), (0.5, 2.0, 0.5, 0.27014924538), (0.001, 2.0, 1.0, 1.23690887887e-06)]
+    for gamma, mu, eps, want in cases:
+        got = amplify_poisson_remove_add(lambda e, mu=mu: delta_gaussian(e, mu), eps, gamma).item()
+        assert got == pytest.approx(want, rel=1e-10)
+
+
+def test_poisson_amplified_gaussian_is_exact_removal_divergence():
+    # Oracle: D_{e^ε}((1−γ)N(0,1) + γN(μ,1) ‖ N(0,1)) by mpmath quadrature over the region where the
+    # integrand is positive (the Thm 8 value is attained; digest §3.7).
+    mp.mp.dps = 30
+    gamma, mu, eps = 0.2, 1.3, 0.4
+    a = mp.e**eps
+    t = (mp.log((a - (1 - gamma)) / gamma) + mu**2 / 2) / mu  # likelihood ratio exceeds e^ε iff z > t
+    want = (1 - gamma) * mp.ncdf(-t) + gamma * mp.ncdf(mu - t) - a * mp.ncdf(-t)
+    got = amplify_poisson_remove_add(lambda e: delta_gaussian(e, mu), eps, gamma).item()
+    assert got == pytest.approx(float(want), rel=1e-12)
+
+
+def test_wr_amplification_digest():
+    # Source: digest §6.5 (γ) and §6.10 (Thm 10 bound with white-box and black-box group profiles;
+    # 10 digits → rtol 1e-9; black-box column has 6-9 digits → 1e-6).
+    assert tv_wr(256, 60000).item() == pytest.approx(0.0042576127806, rel=1e-10)
+    assert tv_wr(5, 10).item() == pytest.approx(0.40951, rel=1e-12)
+
+    def white(e, k):
+        return delta_gaussian_group(e, 1.0, k)
+
+    def black(e, k):
+        return delta_group_black_box(lambda x: delta_gaussian(x, 1.0), e, k)
+
+    for n, m, eps, w_want, b_want in [(10, 5, 0.1, 0.1573778526, 0.1653660043),
+                                      (100, 10, 1.0, 0.001025866959, 0.00160750874)]:
+        assert amplify_wr_substitution(white, eps, m, n).item() == pytest.approx(w_want, rel=1e-9)
+        assert amplify_wr_substitution(black, eps, m, n).item() == pytest.approx(b_want, rel=1e-6)
+        # Thm 11 (hybrid remove/add) has the same bound
+        assert amplify_wr_remove_add(white, eps, m, n).item() == amplify_wr_substitution(white, eps, m, n).item()
+
+
+def test_wr_with_flat_group_profile_reduces_to_gamma_delta():
+    # §3.9: if δ_{M,k} ≡ δ_M for all k the WR bound is γ δ_M(ε).
+    eps = _t([0.0, 0.2, 1.0])
+
+    def flat(e, k):
+        return delta_laplace(e, 1.0) + 0 * k
+
+    want = tv_wr(7, 20) * delta_laplace(base_epsilon(eps, tv_wr(7, 20)), 1.0)
+    torch.testing.assert_close(amplify_wr_substitution(flat, eps, 7, 20), want, rtol=1e-13, atol=0.0)
+
+
+# -------------------------------------------------------------------------------- AJC (Thm 2)
+
+
+def test_advanced_joint_convexity_identity():
+    # Thm 2 is an identity: D_{α'}(μ‖μ') = γ D_α(μ1 ‖ (1−β)μ0 + βμ1') for every mixture pair.
+    gen = torch.Generator().manual_seed(7)
+    for _ in range(20):
+        mu0, mu1, mu1p = (torch.rand(6, generator=gen, dtype=F64) for _ in range(3))
+        mu0, mu1, mu1p = mu0 / mu0.sum(), mu1 / mu1.sum(), mu1p / mu1p.sum()
+        gamma = torch.rand((), generator=gen, dtype=F64).item() * 0.9 + 0.05
+        eps = torch.rand((), generator=gen, dtype=F64).item() * 2.0
+        mu = (1 - gamma) * mu0 + gamma * mu1
+        mup = (1 - gamma) * mu0 + gamma * mu1p
+        want = hockey_stick(mu, mup, eps)
+        got = advanced_joint_convexity(mu0, mu1, mu1p, gamma, eps)
+        assert got.item() == pytest.approx(want.item(), rel=1e-12, abs=1e-15)
+
+
+# --------------------------------------------------------------- randomized membership (tightness)
+
+
+def _rm_pmf(p, inclusion):
+    one = randomized_membership_output(p, inclusion)
+    return torch.stack([1 - one, one])
+
+
+def _sup_divergence(px, py, eps):
+    return max(hockey_stick(px, py, eps).item(), hockey_stick(py, px, eps).item())
+
+
+def _brute_poisson(p, gamma, n, eps):
+    # x = {0..n−1} ∋ v = 0, x' = x \ {v}: enumerate every Poisson subsample of x and of x'.
+    def law(records):
+        out = _t(0.0)
+        for size in range(len(records) + 1):
+            for y in itertools.combinations(records, size):
+                prob = gamma ** len(y) * (1 - gamma) ** (len(records) - len(y))
+                out = out + prob * randomized_membership_output(p, float(0 in y))
+        return torch.stack([1 - out, out])
+
+    return _sup_divergence(law(range(n)), law(range(1, n)), eps)
+
+
+def _brute_wor(p, m, n, eps):
+    # x = {0..n−1}, x' = x with v = 0 substituted by n: enumerate every m-subset.
+    def law(records):
+        subsets = list(itertools.combinations(records, m))
+        one = sum(randomized_membership_output(p, float(0 in y)) for y in subsets) / len(subsets)
+        return torch.stack([1 - one, one])
+
+    return _sup_divergence(law(range(n)), law([*range(1, n), n]), eps)
+
+
+def _brute_wr(p, m, n, eps):
+    def law(records):
+        draws = list(itertools.product(records, repeat=m))
+        one = sum(randomized_membership_output(p, float(0 in y)) for y in draws) / len(draws)
+        return torch.stack([1 - one, one])
+
+    return _sup_divergence(law(range(n)), law([*range(1, n), n]), eps)
+
+
+def test_randomized_membership_attains_amplified_profiles():
+    # Brute force (exhaustive enumeration of subsamples, n = 6) = Lemma 12 closed form = Thms 8/9/10
+    # applied to the base profile φ_p (Thm 13: the theorems are tight). Digest §6.9 pins the values.
+    p, n, m = 0.8, 6, 3
+
+    def phi(e):
+        return delta_randomized_response(e, p)
+
+    digest = {  # α' = e^ε → value (digest §6.9)
+        "poisson": [0.18, 0.16, 0.08, 0.0],
+        "wor": [0.3, 0.28, 0.2, 0.1],
+        "wr": [0.2527777778, 0.2327777778, 0.1527777778, 0.0527777778],
+    }
+    for i, alpha in enumerate([1.0, 1.1, 1.5, 2.0]):
+        eps = math.log(alpha)
+        brute = {
+            "poisson": _brute_poisson(p, 0.3, n, eps),
+            "wor": _brute_wor(p, m, n, eps),
+            "wr": _brute_wr(p, m, n, eps),
+        }
+        theorem = {
+            "poisson": amplify_poisson_remove_add(phi, eps, 0.3).item(),
+            "wor": amplify_wor_substitution(phi, eps, m, n).item(),
+            "wr": amplify_wr_substitution(lambda e, k: phi(e) + 0 * k, eps, m, n).item(),
+        }
+        gammas = {"poisson": tv_poisson(0.3), "wor": tv_wor(m, n), "wr": tv_wr(m, n)}
+        for scheme in brute:
+            closed = randomized_membership_profile(eps, p, gammas[scheme]).item()
+            assert brute[scheme] == pytest.approx(closed, abs=1e-14), scheme
+            assert theorem[scheme] == pytest.approx(closed, abs=1e-14), scheme
+            assert closed == pytest.approx(digest[scheme][i], abs=1e-10), scheme
+
+
+def test_randomized_membership_digest_worked_case():
+    # Source: digest §6.9 worked cases (12 digits → abs 1e-11).
+    p = (math.e + 0.01) / (math.e + 1)
+    assert randomized_membership_profile(0.0, p, 0.1).item() == pytest.approx(0.0467495985687, abs=1e-11)
+    eps_amp = amplified_epsilon(1.0, 0.1).item()
+    assert randomized_membership_profile(eps_amp, p, 0.1).item() == pytest.approx(0.001, abs=1e-13)
+    # the audit reading: a test with FPR = 1 − p and TPR = 1 − p + γ(2p − 1) recovers ε' exactly
+    gamma, delta_amp = 0.1, 0.001
+    fpr, fnr = 1 - p, p - gamma * (2 * p - 1)
+    assert math.log((1 - delta_amp - fnr) / fpr) == pytest.approx(eps_amp, rel=1e-12)
+    assert _rm_pmf(p, 0.0)[1].item() == pytest.approx(fpr, rel=1e-15)
+
+
+# -------------------------------------------------------------------------------- properties
+
+
+@settings(max_examples=40)
+@given(
+    e1=st.floats(0.0, 30.0),
+    de=st.floats(0.0, 5.0),
+    mu=st.floats(0.01, 20.0),
+    gamma=st.floats(1e-4, 1.0),
+    k=st.integers(1, 6),
+)
+def test_profiles_valid_and_non_increasing(e1, de, mu, gamma, k):
+    eps = _t([e1, e1 + de])
+    profiles = [
+        delta_gaussian(eps, mu),
+        delta_laplace(eps, mu),
+        delta_randomized_response(eps, 0.5 + 0.5 * gamma),
+        delta_gaussian_group(eps, mu, k),
+        delta_group_black_box(lambda e: delta_gaussian(e, mu), eps, k),
+        amplify_poisson_remove_add(lambda e: delta_gaussian(e, mu), eps, gamma),
+        amplify_wor_substitution(lambda e: delta_laplace(e, mu), eps, k, 6),
+        amplify_wr_substitution(lambda e, j: delta_gaussian_group(e, mu, j), eps, k, 6),
+        randomized_membership_profile(eps, 0.5 + 0.5 * gamma, gamma),
+    ]
+    for d in profiles:
+        assert ((d >= 0) & (d <= 1)).all()
+        assert d[1] <= d[0] * (1 + 1e-12) + 1e-300
+    # more noise never hurts: δ is non-decreasing in μ
+    assert delta_gaussian(e1, mu).item() <= delta_gaussian(e1, mu * 1.1).item() * (1 + 1e-12) + 1e-300
+
+
+# ------------------------------------------------------------------------------------- errors
+
+
+def test_invalid_inputs():
+    with pytest.raises(ValueError, match=r"eps must be in \[0, inf\)"):
+        delta_gaussian(-0.1, 1.0)
+    with pytest.raises(ValueError, match="mu must be a finite number > 0"):
+        delta_gaussian(0.1, 0.0)
+    with pytest.raises(ValueError, match="eta must be"):
+        delta_laplace(0.1, -1.0)
+    with pytest.raises(ValueError, match=r"p must be in \[0, 1\]"):
+        delta_randomized_response(0.1, 1.5)
+    with pytest.raises(ValueError, match=r"rate must be in \(0, 1\]"):
+        amplify_poisson_remove_add(lambda e: e, 0.1, 0.0)
+    with pytest.raises(ValueError, match="batch_size must be <= dataset_size"):
+        amplify_wor_substitution(lambda e: e, 0.1, 7, 6)
+    with pytest.raises(ValueError, match="k must be an integer"):
+        delta_group_black_box(lambda e: e, 0.1, 1.5)
+    with pytest.raises(TypeError, match="eps"):
+        delta_gaussian("a", 1.0)
