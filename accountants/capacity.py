@@ -163,7 +163,7 @@ class ScalarMixture:
         w, loc, scale = torch.broadcast_tensors(w, loc, scale)
         if w.ndim == 0:
             raise ValueError("weights, loc, scale must have a last (component) dimension; got scalars")
-        if not bool(torch.allclose(w.sum(-1), torch.ones((), dtype=w.dtype), atol=1e-12)):
+        if not bool(torch.allclose(w.sum(-1), torch.ones((), dtype=w.dtype, device=w.device), atol=1e-12)):
             raise ValueError("weights must sum to 1 over the last dimension")
         object.__setattr__(self, "weights", w)
         object.__setattr__(self, "loc", loc)
@@ -176,19 +176,19 @@ class ScalarMixture:
     @classmethod
     def gaussian(cls, loc: Tensor | float, scale: Tensor | float) -> ScalarMixture:
         """One Gaussian N(loc, scale²) per configuration."""
-        loc_t, scale_t = torch.broadcast_tensors(_t(loc), _t(scale))
+        loc_t, scale_t = _aligned(loc, scale)
         return cls(Family.GAUSSIAN, torch.ones_like(loc_t)[..., None], loc_t[..., None], scale_t[..., None])
 
     @classmethod
     def laplace(cls, loc: Tensor | float, scale: Tensor | float) -> ScalarMixture:
         """One Laplace Lap(loc, scale) per configuration."""
-        loc_t, scale_t = torch.broadcast_tensors(_t(loc), _t(scale))
+        loc_t, scale_t = _aligned(loc, scale)
         return cls(Family.LAPLACE, torch.ones_like(loc_t)[..., None], loc_t[..., None], scale_t[..., None])
 
     @classmethod
     def subsampled_gaussian(cls, q: Tensor | float, sigma: Tensor | float, shift: float = 1.0) -> ScalarMixture:
         """(1 − q)·N(0, σ²) + q·N(shift, σ²): one Poisson-subsampled Gaussian step with the record."""
-        q_t, s_t = torch.broadcast_tensors(_t(q), _t(sigma))
+        q_t, s_t = _aligned(q, sigma)
         check.in_range(0.0, 1.0, closed="right", q=q_t)
         w = torch.stack([1.0 - q_t, q_t], -1)
         loc = torch.stack([torch.zeros_like(q_t), torch.full_like(q_t, float(shift))], -1)
@@ -238,6 +238,12 @@ def _unit_moment(family: Family, i: int) -> float:
     if family is Family.GAUSSIAN:
         return float(math.prod(range(i - 1, 0, -2))) if i else 1.0
     return float(math.factorial(i))
+
+
+def _aligned(*xs: Tensor | float) -> list[Tensor]:
+    """float64 tensors on the device of the first tensor argument, broadcast together."""
+    dev = next((x.device for x in xs if isinstance(x, Tensor)), None)
+    return list(torch.broadcast_tensors(*(_t(x).to(dev) if dev is not None else _t(x) for x in xs)))
 
 
 def _t(x: Tensor | float) -> Tensor:
