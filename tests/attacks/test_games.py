@@ -1,0 +1,119 @@
+"""Audit games: outcome shapes and orientation, resume after a kill gives identical outcomes,
+run folders of another game are refused, black-box LiRA end to end."""
+
+import json
+
+import pytest
+import torch
+
+import accountants as acc
+from attacks import canaries, data, games, models, threat
+from attacks import membership as mia
+
+
+@pytest.fixture(scope="module")
+def white_setup(digits100):
+    model = models.logistic_regression(64, 10)
+    p0 = {k: v[0] for k, v in models.init_params(model, 1, torch.Generator().manual_seed(0)).items()}
+    quiet = canaries.quiet_coordinates(model, p0, digits100, 8)
+    setup = games.Setup(acc.DPSGD(1.0, acc.Poisson(0.5), steps=10), model, digits100)
+    return setup, canaries.dirac(quiet, dim=650)
+
+
+def _equal(a: games.AttackOutcome, b: games.AttackOutcome) -> None:
+    assert a.scores.keys() == b.scores.keys()
+    for k in a.scores:
+        assert torch.equal(a.scores[k], b.scores[k]), k  # bit-identical, not merely close
+    for f in ("truth", "trial", "canary", "seeds"):
+        assert torch.equal(getattr(a, f), getattr(b, f)), f
+    assert a.metadata == b.metadata
+
+
+def test_multi_run_outcome(white_setup, tmp_path):
+    setup, c = white_setup
+    out = games.multi_run_game(setup, c.select([0]), n_trials=24, seed=5, chunk_size=8, run_dir=tmp_path,
+                               progress=False)
+    assert out.design is games.Design.MULTI_RUN
+    assert out.threat == "white_box"
+    assert set(out.scores) == {"llr", "inner_product"}
+    assert out.scores["llr"].shape == (24,)
+    assert out.truth.dtype == torch.bool
+    assert 0 < int(out.truth.sum()) < 24
+    assert out.in_scores("llr").mean() > out.out_scores("llr").mean() + 2  # higher ⇒ member
+    assert out.seeds.unique().numel() == 24
+    lines = (tmp_path / "trials.jsonl").read_text().splitlines()
+    assert len(lines) == 24
+    assert json.loads(lines[0])["trial"] == 0
+
+
+def test_kill_and_resume_gives_identical_outcome(white_setup, tmp_path, monkeypatch):
+    setup, c = white_setup
+    kw = dict(n_trials=30, seed=11, chunk_size=8, progress=False)
+    full = games.multi_run_game(setup, c.select([1]), run_dir=tmp_path / "full", **kw)
+
+    real_train, calls = games.train, {"n": 0}
+
+    def dies_on_third_chunk(*args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise KeyboardInterrupt  # the process is killed in the middle of the game
+        return real_train(*args, **kwargs)
+
+    monkeypatch.setattr(games, "train", dies_on_third_chunk)
+    with pytest.raises(KeyboardInterrupt):
+        games.multi_run_game(setup, c.select([1]), run_dir=tmp_path / "killed", **kw)
+    path = tmp_path / "killed" / "trials.jsonl"
+    assert len(path.read_text().splitlines()) == 16  # two chunks were finished and flushed
+    with open(path, "a") as fh:  # and the kill tore the next line in half
+        fh.write('{"game_id": "torn')
+    monkeypatch.setattr(games, "train", real_train)
+    resumed = games.multi_run_game(setup, c.select([1]), run_dir=tmp_path / "killed", **kw)
+    _equal(full, resumed)
+    assert len(path.read_text().splitlines()) == 30
+
+    # losing arbitrary lines (not a chunk boundary) also resumes to the same outcome
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join(lines[:5] + lines[9:20]) + "\n")
+    _equal(full, games.multi_run_game(setup, c.select([1]), run_dir=tmp_path / "killed", **kw))
+
+
+def test_run_folder_of_another_game_is_refused(white_setup, tmp_path):
+    setup, c = white_setup
+    games.multi_run_game(setup, c.select([0]), n_trials=4, seed=1, run_dir=tmp_path, progress=False)
+    with pytest.raises(ValueError, match="belongs to another game"):
+        games.multi_run_game(setup, c.select([0]), n_trials=4, seed=2, run_dir=tmp_path, progress=False)
+
+
+def test_one_run_game(white_setup):
+    setup, c = white_setup
+    out = games.one_run_game(setup, c, n_runs=2, seed=3, progress=False)
+    assert out.design is games.Design.ONE_RUN
+    assert out.scores["llr"].shape == (16,)
+    assert out.trial.tolist() == [0] * 8 + [1] * 8
+    assert out.canary.tolist() == list(range(8)) * 2
+    assert out.in_scores("llr").mean() > out.out_scores("llr").mean()
+
+
+def test_game_validation(white_setup, digits100):
+    setup, c = white_setup
+    with pytest.raises(ValueError, match="exactly one canary"):
+        games.multi_run_game(setup, c, n_trials=2, progress=False)
+    with pytest.raises(acc.UnsupportedError, match="needs a white-box view"):
+        games.multi_run_game(setup, c.select([0]), threat=threat.BlackBox(), scores=[mia.LikelihoodRatio()],
+                             n_trials=2, progress=False)
+    fixed = games.Setup(acc.DPSGD(1.0, acc.FixedSize(10, 100), steps=2), setup.model, digits100)
+    with pytest.raises(ValueError, match="dataset_size must be 101"):
+        games.multi_run_game(fixed, c.select([0]), n_trials=2, progress=False)
+
+
+def test_black_box_lira_game(digits100):
+    model = models.logistic_regression(64, 10)
+    setup = games.Setup(acc.DPSGD(0.5, acc.Poisson(0.5), steps=20), model, digits100, learning_rate=2.0)
+    canary = canaries.mislabelled(data.digits().subset(slice(100, 200)), 1, generator=torch.Generator().manual_seed(0))
+    scores = [mia.LossScore(), mia.ConfidenceScore(), mia.LiRA(8, online=True, fixed_variance=True),
+              mia.LiRA(8, online=False)]
+    out = games.multi_run_game(setup, canary, threat=threat.BlackBox(), scores=scores, n_trials=20, seed=2,
+                               progress=False)
+    assert set(out.scores) == {"loss", "confidence", "lira_online_fixedvar_8", "lira_offline_8"}
+    for k in out.scores:  # a mislabelled canary in a weakly private run: members score higher
+        assert out.in_scores(k).mean() > out.out_scores(k).mean(), k
