@@ -155,7 +155,7 @@ def test_closed_form_agrees_with_quadrature():
     for sig, rate, k, alpha in MULTINOMIAL_CASES:
         closed = rdp_poisson_gaussian_group_removal_closed_form(float(alpha), rate, sig, k)
         quad = rdp_poisson_gaussian_group_quadrature(float(alpha), rate, sig, k, removal=True)
-        torch.testing.assert_close(closed, quad, rtol=1e-9, atol=0.0)
+        torch.testing.assert_close(closed, quad, rtol=1e-12, atol=0.0)  # issue asks 1e-9; measured ≤ 6e-15
 
 
 def test_closed_form_digest_values():
@@ -205,11 +205,11 @@ def _mp_term(alpha: float, r: float, s: float, K: int, removal: bool) -> float:
 
 
 def test_fractional_orders_against_mpmath():
-    # Oracle: mpmath 30-digit quadrature (independent of our grid); rtol 1e-9.
+    # Oracle: mpmath 30-digit quadrature (independent of our grid, breakpoints at the peaks).
     for alpha, r, s, K in [(2.5, 0.2, 0.5, 3), (1.3, 0.05, 1.0, 4), (6.7, 0.01, 2.0, 2)]:
         fwd, rev = rdp_poisson_gaussian_group_terms(alpha, r, s, K)
-        assert fwd.item() == pytest.approx(_mp_term(alpha, r, s, K, True), rel=1e-9)
-        assert rev.item() == pytest.approx(_mp_term(alpha, r, s, K, False), rel=1e-9)
+        assert fwd.item() == pytest.approx(_mp_term(alpha, r, s, K, True), rel=1e-12)  # measured ≤ 2e-15
+        assert rev.item() == pytest.approx(_mp_term(alpha, r, s, K, False), rel=1e-12)
 
 
 def test_no_subsampling_is_gaussian_with_group_sensitivity():
@@ -334,6 +334,8 @@ def test_accountant_group_epsilon_and_calibrate():
     assert "Thm 4.2" in eps.theorem
     single = acc.epsilon(acc.DPSGD(2.0, acc.Poisson(0.01), steps=100), 1e-6).value
     assert single < eps.value < 2.5 * single  # group of 2 costs more than one record, less than 2.5×
+    ledger = acc.RDPAccountant(group_size=2).step(noise_multiplier=2.0, sample_rate=0.01, steps=100)
+    assert ledger.epsilon(1e-6).value == eps.value  # the stateful shell reads the same table
     sigma = acc.calibrate(spec, target_epsilon=3.0, delta=1e-6, rtol=1e-2)
     assert acc.epsilon(spec.with_noise(sigma), 1e-6).value <= 3.0  # never overshoots
     assert acc.epsilon(spec.with_noise(sigma * 0.98), 1e-6).value > 3.0
