@@ -271,14 +271,20 @@ def compare(a: TradeOff, b: TradeOff, tol: float = 1e-9) -> Comparison:
 def perfectly_private() -> PiecewiseLinearTradeOff:
     """M_PP: P = Q, f(α) = 1 − α, R_min(π) = min{π, 1 − π}, δ(ε) = 0 for ε ≥ 0 (Kaissis et al. §3.4)."""
     one = torch.tensor([0.0, 1.0], dtype=torch.float64)
-    return PiecewiseLinearTradeOff(one, one.flip(0), bound="exact", description="perfectly private (P = Q)")
+    return PiecewiseLinearTradeOff(
+        one, one.flip(0), bound="exact", description="perfectly private (P = Q)", symmetric=True
+    )
 
 
 def blatantly_non_private() -> PiecewiseLinearTradeOff:
     """M_BNP: P ⟂ Q, f = 0, R_min = 0, δ = 1 (Kaissis et al. §3.4)."""
     x = torch.tensor([0.0, 1.0], dtype=torch.float64)
     return PiecewiseLinearTradeOff(
-        x, torch.zeros(2, dtype=torch.float64), bound="exact", description="blatantly non-private (P ⟂ Q)"
+        x,
+        torch.zeros(2, dtype=torch.float64),
+        bound="exact",
+        description="blatantly non-private (P ⟂ Q)",
+        symmetric=True,
     )
 
 

@@ -65,6 +65,7 @@ __all__ = [
 
 BOUNDS = ("exact", "lower", "estimate")
 _SQRT2 = math.sqrt(2.0)
+_ULP = torch.finfo(torch.float64).eps  # absolute resolution of a vertex near β = 1
 _MAX_EXP = 700.0  # e^700 ≈ 1e304: finite, so e^ε·0 never becomes inf·0 = NaN
 
 
@@ -286,7 +287,7 @@ class TradeOff:
                 eps = math.log(p / (1.0 - p))
                 out = PiecewiseLinearTradeOff.from_dp_pairs([eps], [0.0])
                 return PiecewiseLinearTradeOff(
-                    out.alpha, out.beta, bound="exact", description=f"randomized response p={p:g}"
+                    out.alpha, out.beta, bound="exact", description=f"randomized response p={p:g}", symmetric=True
                 )
         raise TypeError(
             f"mechanism must be accountants.Gaussian, Laplace or RandomizedResponse; got {type(mechanism).__name__}"
@@ -557,7 +558,9 @@ class PiecewiseLinearTradeOff(TradeOff):
         slopes: edge slopes, length K − 1 (non-decreasing).
     """
 
-    def __init__(self, alpha: Tensor, beta: Tensor, *, bound: str, description: str = "") -> None:
+    def __init__(
+        self, alpha: Tensor, beta: Tensor, *, bound: str, description: str = "", symmetric: bool | None = None
+    ) -> None:
         if bound not in BOUNDS:
             raise ValueError(f"bound must be one of {BOUNDS}; got {bound!r}")
         alpha = _as_input("alpha", alpha).reshape(-1)
@@ -569,6 +572,7 @@ class PiecewiseLinearTradeOff(TradeOff):
         self.slopes = (beta[1:] - beta[:-1]) / (alpha[1:] - alpha[:-1])
         self.bound = bound
         self.description = description
+        self._symmetric = symmetric  # True when built symmetric; None: decide numerically
 
     # -- constructors ---------------------------------------------------------------------------
     @classmethod
@@ -589,7 +593,7 @@ class PiecewiseLinearTradeOff(TradeOff):
 
     @classmethod
     def from_lines(
-        cls, intercept: Tensor, slope: Tensor, *, bound: str, description: str = ""
+        cls, intercept: Tensor, slope: Tensor, *, bound: str, description: str = "", symmetric: bool | None = None
     ) -> PiecewiseLinearTradeOff:
         """f(α) = max(0, max_j intercept_j + slope_j α) on [0, 1], lines of slope ≤ 0 (exact envelope)."""
         c = _as_input("intercept", intercept).reshape(-1)
@@ -603,7 +607,7 @@ class PiecewiseLinearTradeOff(TradeOff):
         hx, hy = lower_convex_hull(
             torch.cat([xs, xs.new_tensor([0.0, 1.0])]), torch.cat([ys, ys.new_tensor([1.0, 0.0])])
         )
-        return cls(hx, hy, bound=bound, description=description)
+        return cls(hx, hy, bound=bound, description=description, symmetric=symmetric)
 
     @classmethod
     def from_privacy_profile(
@@ -645,7 +649,9 @@ class PiecewiseLinearTradeOff(TradeOff):
         if symmetric:
             c.append(torch.exp(-e) * one_m)
             s.append(-torch.exp(-e))
-        return cls.from_lines(torch.cat(c), torch.cat(s), bound="lower", description=description)
+        return cls.from_lines(
+            torch.cat(c), torch.cat(s), bound="lower", description=description, symmetric=True if symmetric else None
+        )
 
     @classmethod
     def from_dp_pairs(cls, eps: Tensor, delta: Tensor) -> PiecewiseLinearTradeOff:
@@ -682,17 +688,17 @@ class PiecewiseLinearTradeOff(TradeOff):
         one_m = 1.0 - torch.clamp(d_grid, 0.0, 1.0)
         c = torch.cat([c, one_m, torch.exp(-e_pos) * one_m])
         s = torch.cat([s, -torch.exp(e_pos), -torch.exp(-e_pos)])
-        return cls.from_lines(c, s, bound="lower", description="RDP lower bound")
+        return cls.from_lines(c, s, bound="lower", description="RDP lower bound", symmetric=True)
 
     # -- properties -----------------------------------------------------------------------------
     @property
     def is_symmetric(self) -> bool:
-        inv = self.inverse()
-        if inv.alpha.shape != self.alpha.shape:
-            return False
-        return bool(
-            torch.allclose(inv.alpha, self.alpha, atol=1e-12) and torch.allclose(inv.beta, self.beta, atol=1e-12)
-        )
+        """Built symmetric, or f = f⁻¹ to 1e-12 at the vertices of both (where they can differ)."""
+        if self._symmetric is None:
+            inv = self.inverse()
+            pts = torch.cat([self.alpha, inv.alpha])
+            self._symmetric = bool(torch.allclose(self._f(pts), inv._f(pts), rtol=0.0, atol=1e-12))
+        return self._symmetric
 
     def inverse(self) -> PiecewiseLinearTradeOff:
         return PiecewiseLinearTradeOff.from_points(
@@ -700,12 +706,16 @@ class PiecewiseLinearTradeOff(TradeOff):
         )
 
     def symmetrised(self) -> PiecewiseLinearTradeOff:
-        return PiecewiseLinearTradeOff.from_points(
+        if self._symmetric:
+            return self
+        out = PiecewiseLinearTradeOff.from_points(
             torch.cat([self.alpha, self.beta]),
             torch.cat([self.beta, self.alpha]),
             bound=self.bound,
             description=f"symmetrised {self.description}",
         )
+        out._symmetric = True
+        return out
 
     # -- evaluation -----------------------------------------------------------------------------
     def _vert(self, like: Tensor) -> tuple[Tensor, Tensor, Tensor]:
@@ -753,8 +763,9 @@ class PiecewiseLinearTradeOff(TradeOff):
         out = []
         for start in range(0, flat.numel(), rows):  # chunks bound the (N, K) memory, not a kernel loop
             d = flat[start : start + rows, None]
+            # Vertices carry ~1 ulp of absolute error (β ≈ 1 near α = 0); a gap within it is 0.
             gap = 1.0 - y - d
-            pos = gap > 0.0
+            pos = gap > _ULP
             safe_x = torch.where(x > 0.0, x, torch.ones_like(x))
             need = torch.where(
                 pos & (x > 0.0),
