@@ -512,15 +512,14 @@ class LaplaceTradeOff(TradeOff):
         return self
 
     def _f(self, alpha: Tensor) -> Tensor:
-        eta = self.eta
+        eta = min(self.eta, _MAX_EXP)  # beyond e^700 the curve is 0 on (0, 1] in float64 anyway
         c = math.exp(-eta)
-        mid = torch.clamp(alpha, min=c / 2.0)
-        return torch.where(
-            alpha < c / 2.0, 1.0 - math.exp(eta) * alpha, torch.where(alpha <= 0.5, c / (4.0 * mid), c * (1.0 - alpha))
-        )
+        mid = torch.clamp(alpha, min=max(c / 2.0, 1e-300))  # the branch not taken never divides by 0
+        first = 1.0 - math.exp(eta) * alpha
+        return torch.where(alpha <= c / 2.0, first, torch.where(alpha <= 0.5, c / (4.0 * mid), c * (1.0 - alpha)))
 
     def _delta_pos(self, eps: Tensor) -> Tensor:
-        return torch.clamp(-torch.expm1((eps - self.eta) / 2.0), min=0.0)
+        return torch.clamp(-torch.expm1((eps - self.eta) / 2.0), min=0.0) + 0.0  # + 0.0: no −0.0 in reports
 
     def _delta(self, eps: Tensor) -> Tensor:
         a = torch.abs(eps)

@@ -272,6 +272,24 @@ def test_from_spec_pld_is_tighter_than_rdp():
 # ------------------------------------------------------------------------------------------------
 
 
+def test_extreme_parameters_stay_finite():
+    # Guards the branch the formula does not take (pytorch#52248 pattern): no NaN at huge η or μ.
+    a = t([0.0, 1e-300, 0.1, 0.5, 1.0])
+    for f in (LaplaceTradeOff(800.0), GaussianTradeOff(60.0)):
+        b = f(a)
+        assert bool(torch.isfinite(b).all())
+        assert float(b[0]) == 1.0
+        assert float(b[-1]) == 0.0
+        assert bool(torch.isfinite(f.bayes_risk(t([0.0, 0.3, 1.0]))).all())
+        assert bool(torch.isfinite(f.delta(t([-5.0, 0.0, 5.0]))).all())
+
+
+def test_composed_spec_rdp_curve():
+    parts = (acc.DPSGD(1.0, acc.Poisson(0.01), 50), acc.DPSGD(2.0, acc.Poisson(0.02), 50))
+    f = acc.tradeoff(acc.Composed(parts), method="rdp")
+    assert float(f.epsilon(1e-5)) <= acc.epsilon(acc.Composed(parts), 1e-5).value * (1 + 1e-4)
+
+
 @given(st.floats(0.05, 6.0))
 def test_closed_forms_are_tradeoff_functions(mu):
     assert_tradeoff_properties(GaussianTradeOff(mu))
