@@ -15,6 +15,7 @@ from .mechanisms import Gaussian, Laplace, RandomizedResponse
 from .orders import DEFAULT_ORDERS, default_orders
 from .pld import pld_epsilon_bracket, pld_privacy_profile  # importing .pld registers method "pld"
 from .rdp import OrderGridWarning
+from .rdp.fixed_size import fixed_size_step_rdp, rdp_fswr_add_remove_lower
 from .rdp.group import compare_group_bounds, rdp_poisson_gaussian_group, rdp_poisson_gaussian_group_baseline
 from .reconstruction import rero_bound
 from .results import DeltaBound, EpsilonBound
@@ -46,12 +47,14 @@ __all__ = [
     "delta",
     "delta_divergence",
     "epsilon",
+    "fixed_size_step_rdp",
     "get_method",
     "methods",
     "pld_epsilon_bracket",
     "pld_privacy_profile",
     "poisson_epsilon",
     "rdp",
+    "rdp_fswr_add_remove_lower",
     "rdp_poisson_gaussian_group",
     "rdp_poisson_gaussian_group_baseline",
     "register_method",
