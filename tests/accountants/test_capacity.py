@@ -269,6 +269,35 @@ def test_laplace_product_lin_kl():
     assert got == pytest.approx(_k(1.0) + _k(0.5), rel=1e-12)
 
 
+def test_laplace_product_lin_renyi_2d():
+    # d = 2 product Laplace (nested quadrature). α = 2 Mahalanobis closed form (digest §7.4):
+    # log(1 + ‖v‖²/(2b²)): v = (1, 1), b = 1 → log 2; v = (0.5, −0.25) → log(1.15625).
+    rv = cap.restricted_renyi_laplace_product(T([[1.0, 1.0], [0.5, -0.25], [1.0, 0.0]]), 1.0, T([2.0, 3.0]))
+    assert bool(rv.converged.all())
+    assert rv.value[0, 0].item() == pytest.approx(math.log(2.0), rel=1e-9)
+    assert rv.value[1, 0].item() == pytest.approx(math.log(1.15625), rel=1e-9)
+    # v = (1, 0): the second coordinate is pure noise, so the value is the 1-D one (values.json b = 1).
+    one_d = cap.restricted_renyi(*_pair("laplace", 1.0), T([2.0, 3.0])).value
+    torch.testing.assert_close(rv.value[2], one_d, rtol=1e-9, atol=0)
+    # Bracket: ≥ the 1-D value of either coordinate (lin ⊇ coordinate functions); ≤ Thm 11 (unrestricted,
+    # digest §7.7: 1.493656 at α = 3 for v = (1, 1)).
+    assert one_d[1].item() < rv.value[0, 1].item() < 1.493656
+    # α = 2 witness in closed form: h(x) = 1 + x·Cov_Q⁻¹v = 1 + (x1 + x2)/2 (P at v, Q at 0, Cov_Q = 2b²I).
+    torch.testing.assert_close(rv.witness[0, 0], T([1.0, 0.5, 0.5]), rtol=1e-8, atol=1e-9)
+
+
+def test_paper_bound_violated_in_2d():
+    # Table 1 row 5 at d = 2, v = (1, 1), b = 4, α = 10 prints log(1.5)/9 = 0.045052; the exact value is larger.
+    claimed = cap.paper_claimed_lin_renyi_bound(acc.Laplace(4.0), 10.0, T([1.0, 1.0])).item()
+    assert claimed == pytest.approx(math.log(1.5) / 9.0, rel=1e-12)
+    ours = cap.restricted_renyi_laplace_product(T([1.0, 1.0]), 4.0, 10.0)
+    assert bool(ours.converged)
+    assert ours.value.item() > 2.0 * claimed
+    assert ours.value.item() < 2.0 * rdp_laplace(T(10.0), T(4.0)).item()  # Thm 11 (unrestricted, d = 2)
+    with pytest.raises(UnsupportedError):
+        cap.restricted_renyi_laplace_product(T([1.0, 1.0, 1.0]), 1.0, 2.0)
+
+
 @pytest.mark.parametrize(("q", "sigma", "r2_fwd", "r2_rev", "r8", "r32"), [
     # Digest §7.8 (α = 8, 32 printed to 7 digits: rtol 2e-6).
     (0.01, 1.0, None, None, (3.990204e-4, 3.950406e-4), (1.507065e-3, 1.489608e-3)),
