@@ -603,8 +603,7 @@ def restricted_alpha_divergence(p: ScalarMixture, q: ScalarMixture, alpha: Tenso
     Raises:
         ValueError: α ≤ 1 or not finite. UnsupportedError: P and Q from different families.
     """
-    rv = _restricted_alpha(p, q, alpha, function_class)
-    return rv
+    return _restricted_alpha(p, q, alpha, function_class)
 
 
 def restricted_renyi(p: ScalarMixture, q: ScalarMixture, alpha: Tensor | float,

@@ -325,6 +325,21 @@ def test_subsampled_gaussian_step(q, sigma, r2_fwd, r2_rev, r8, r32):
     torch.testing.assert_close(fwd, shifted, rtol=1e-10, atol=0)
 
 
+def test_subsampled_reverse_unrestricted_renyi_mpmath():
+    # Unrestricted D_α(N(0,1) ‖ 0.9·N(0,1) + 0.1·N(1,1)) at α = 8: mpmath quadrature at 30 digits (oracle).
+    mp.mp.dps = 30
+    q, alpha = mp.mpf("0.1"), 8
+
+    def integrand(x):
+        p0 = mp.npdf(x, 0, 1)
+        mix = (1 - q) * p0 + q * mp.npdf(x, 1, 1)
+        return p0 * (p0 / mix) ** (alpha - 1)
+
+    want = float(mp.log(mp.quad(integrand, [-mp.inf, -5, 0, 1, 6, mp.inf])) / (alpha - 1))
+    res = cap.capacity_divergences(acc.DPSGD(1.0, acc.Poisson(0.1), 1), "linear", "renyi", [8.0])
+    assert res.by_direction["unrestricted"][cap.WITHOUT_WITH].item() == pytest.approx(want, rel=1e-10)
+
+
 def test_subsampled_kl():
     # Digest §7.8: KL^lin(mix‖N) = q²/(2σ²) exactly; KL^lin(N‖mix) printed to 8 digits; full KL printed to 5.
     for q, sigma, rev, full_f, full_r in [(0.01, 1.0, 4.9511419e-5, 8.3812e-5, 8.1890e-5),
