@@ -206,10 +206,23 @@ def _mp_term(alpha: float, r: float, s: float, K: int, removal: bool) -> float:
 
 def test_fractional_orders_against_mpmath():
     # Oracle: mpmath 30-digit quadrature (independent of our grid, breakpoints at the peaks).
-    for alpha, r, s, K in [(2.5, 0.2, 0.5, 3), (1.3, 0.05, 1.0, 4), (6.7, 0.01, 2.0, 2)]:
+    # (2.5, 0.3, 0.3, 8): small σ, large K — the grid step is set by the singularities of R^β at
+    # Im z = ±πs², which must not depend on K.
+    for alpha, r, s, K in [(2.5, 0.2, 0.5, 3), (1.3, 0.05, 1.0, 4), (6.7, 0.01, 2.0, 2), (2.5, 0.3, 0.3, 8)]:
         fwd, rev = rdp_poisson_gaussian_group_terms(alpha, r, s, K)
         assert fwd.item() == pytest.approx(_mp_term(alpha, r, s, K, True), rel=1e-12)  # measured ≤ 2e-15
         assert rev.item() == pytest.approx(_mp_term(alpha, r, s, K, False), rel=1e-12)
+
+
+def test_group_quadrature_at_k1_reproduces_certified_poisson_series():
+    # Oracle: accountants.rdp.poisson (Mironov-Talwar-Zhang series with a certified remainder, an
+    # independent method) — the quadrature path at K = 1, fractional and large orders. rtol 1e-10.
+    a = _t([1.01, 1.3, 2.7, 5.5, 17.3, 300.5])
+    for s, r in [(0.3, 0.001), (1.0, 0.05), (2.0, 0.5), (1.0, 1e-7)]:
+        fwd = rdp_poisson_gaussian_group_quadrature(a, r, s, 1, removal=True)
+        torch.testing.assert_close(fwd, rdp_poisson_gaussian(a, r, s), rtol=1e-10, atol=0.0)
+        rev = rdp_poisson_gaussian_group_quadrature(a, r, s, 1, removal=False)
+        assert (rev <= fwd).all()  # Mironov et al. 2019 Thm 5: removal dominates at K = 1
 
 
 def test_no_subsampling_is_gaussian_with_group_sensitivity():
