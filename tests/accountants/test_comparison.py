@@ -271,13 +271,15 @@ def test_theorem3_bound_holds_for_composed_randomized_response():
 def test_dpsgd_calibrated_pair_from_the_digest():
     # Source: digest §5.7 (derived with a Poisson-SGM PLD, bin 2e-4, averaged roundings): base
     # q=0.01, N=500, σ=0.54155 vs q=0.9, N=1500, σ=20.99, both (8, 1e-5)-DP: Δ(base‖M̃) ≈ 0.1263 at
-    # π = ½, reverse ≈ 0. Our curves are the PLD accountant's sound LOWER bounds (upper profiles at
-    # eps_error 0.01), which shift Δ by ~1e-3: atol 3e-3.
+    # π = ½, reverse ≈ 0. Our curves are the PLD accountant's sound LOWER bounds from upper profiles
+    # at eps_error 0.1 (2 s instead of 20 s at 0.01), which shift Δ by ~1.5e-3 (measured 0.12481;
+    # 0.12718 at eps_error 0.01): atol 3e-3. The maximum is flat around ½: π* within 2e-2.
     pytest.importorskip("accountants.pld")
-    base = acc.tradeoff(acc.DPSGD(0.54155, acc.Poisson(0.01), 500))
-    alt = acc.tradeoff(acc.DPSGD(20.99, acc.Poisson(0.9), 1500))
+    opts = {"eps_error": 0.1}
+    base = acc.tradeoff(acc.DPSGD(0.54155, acc.Poisson(0.01), 500), pld_options=opts)
+    alt = acc.tradeoff(acc.DPSGD(20.99, acc.Poisson(0.9), 1500), pld_options=opts)
     c = compare(base, alt)
     assert c.delta_ab == pytest.approx(0.1263, abs=3e-3)
-    assert c.worst_prior_ab == pytest.approx(0.5, abs=1e-2)
+    assert c.worst_prior_ab == pytest.approx(0.5, abs=2e-2)
     assert c.delta_ba < 1e-6
     assert c.bounds == ("lower", "lower")
