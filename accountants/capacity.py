@@ -38,6 +38,7 @@ Conventions:
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
 from typing import NamedTuple
@@ -56,6 +57,8 @@ from .sampling import Neighbouring, Poisson
 
 __all__ = [
     "LINEAR",
+    "WITHOUT_WITH",
+    "WITH_WITHOUT",
     "CapacityResult",
     "Family",
     "Polynomial",
@@ -934,8 +937,9 @@ def _unrestricted(mechanism: Gaussian | Laplace | DPSGD, divergence: str, orders
     return out
 
 
-def capacity_divergences(mechanism: Gaussian | Laplace | DPSGD, function_classes=("linear",), divergence: str = "renyi",
-             orders: Tensor | float | None = None) -> CapacityResult:
+def capacity_divergences(mechanism: Gaussian | Laplace | DPSGD,
+                         function_classes: str | Polynomial | Sequence[str | Polynomial] = ("linear",),
+                         divergence: str = "renyi", orders: Tensor | float | None = None) -> CapacityResult:
     """Restricted next to unrestricted divergence for one mechanism at sensitivity 1.  Bound: exact (numerical).
 
     Chaudhuri et al. 2019 (arXiv:1907.02159v1) Def. 3 with Lemmas 1 and 3: the (H, Γ) capacity
@@ -1336,6 +1340,8 @@ def restricted_lower_bound(samples_p: Tensor, samples_q: Tensor, function_class:
         if alpha is None:
             raise ValueError("alpha is required for divergence='renyi'")
         check.in_range(1.0, None, closed="neither", alpha=alpha)
+    elif alpha is not None:
+        raise ValueError("alpha must be None for divergence='kl'")
     check.in_range(0.0, 1.0, closed="neither", confidence=confidence, fit_fraction=fit_fraction)
     check.in_range(0.0, None, ridge=ridge)
     xp, xq = _t(samples_p), _t(samples_q)
