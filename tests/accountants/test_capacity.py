@@ -19,7 +19,6 @@ import accountants as acc
 import accountants.capacity as cap
 from accountants import UnsupportedError
 from accountants.rdp.mechanisms import rdp_laplace
-from tests.oracles import reference_records
 
 F64 = torch.float64
 
@@ -51,49 +50,122 @@ def _pair(family, scale, shift=1.0):
 # ------------------------------------------------------------------ values.json `capacity_bounded`
 
 
-def _records(mechanism):
-    recs = [r for r in reference_records("capacity_bounded") if r["params"]["mechanism"] == mechanism]
-    assert len(recs) == 4
-    return recs
+# values.json family `capacity_bounded` (format accountants-reference-values/1), copied as data rows:
+# source "own implementation (scipy 1.17.1 Nelder-Mead, 6 starts; mpmath 1.3.0 closed-form absolute moments) of
+# Chaudhuri-Imola-Machanavajjhala 2019 restricted divergences". P centred at 0, Q at 1, lin = affine (bias),
+# |t|^α convention. Columns: mechanism, scale (b or σ), lin_renyi at ORDERS, lin_kl, full_kl, full_renyi,
+# optimal witness (a, b) of h(x) = a x + b at ORDERS. Suggested tolerance rtol 1e-7.
+ORDERS = [1.5, 2.0, 3.0, 5.0, 10.0]
+CAPACITY_BOUNDED = [
+    ("laplace", 4.0,
+     [0.02334689806444262, 0.03077165866675389, 0.04236284342758541, 0.052573573737977816, 0.05901750106963994],
+     0.015505400823149771, 0.02880078307140488,
+     [0.04290382608590131, 0.05656352178782841, 0.08198517583192372, 0.1232914563483012, 0.17954472010795955],
+     [[-0.03137376796226521, 2.023483699903445],
+      [-0.031249999458356714, 1.0312500007599756],
+      [-0.027888458746988698, 0.5442092270674446],
+      [-0.02048197312754438, 0.3085102914263811],
+      [-0.014229934059627844, 0.18898888650567858]]),
+    ("laplace", 2.0,
+     [0.09234049011065325, 0.11778303565638365, 0.14103775790600234, 0.15193688764868285, 0.15612881627432085],
+     0.060692874690975125, 0.10653065971263342,
+     [0.1559778784857392, 0.20030389617361605, 0.2712264323072567, 0.35526531840491027, 0.42869038646727486],
+     [[-0.12702809643827795, 2.094505371408805],
+      [-0.12499999981132348, 1.125000002304386],
+      [-0.10319641901199911, 0.662939421460951],
+      [-0.08288066186266904, 0.4590726473365113],
+      [-0.08819947760070987, 0.45290846609398794]]),
+    ("laplace", 1.0,
+     [0.3525331133738718, 0.40546510810816455, 0.41518672638788334, 0.40617031829726336, 0.3951374678196269],
+     0.22598715591349736, 0.36787944117144233,
+     [0.5128835112945087, 0.6191236299985928, 0.7468281410689698, 0.8530780145169694, 0.9286829020966803],
+     [[-0.5232570223425432, 2.3855118994465228],
+      [-0.5000000023190868, 1.5000000082775378],
+      [-0.4567178284301323, 1.1470876739398275],
+      [-0.5477394651525763, 1.2692001642494262],
+      [-1.753570334611141, 3.892348209723451]]),
+    ("laplace", 0.5,
+     [1.1409634330899077, 1.0986122886681098, 0.9997852486400551, 0.920868924660798, 0.8664991125255992],
+     0.7548561524401862, 1.1353352832366128,
+     [1.4368091584145997, 1.595773500587618, 1.7446023211979131, 1.8530533368204662, 1.9286829015364004],
+     [[-1.972165421026012, 3.5382381265077507],
+      [-2.0000000028862392, 2.9999999966876763],
+      [-2.6586253247285905, 3.692941554501343],
+      [-7.4282188222805186, 9.946108129250465],
+      [-206.327808593548, 270.76937300846726]]),
+    ("gaussian", 0.5,
+     [1.9590293724043766, 1.6094379124341005, 1.3551600353177136, 1.201763734964381, 1.1075628364865162],
+     2.0, 2.0,
+     [3.0, 4.0, 6.0, 10.0, 20.0],
+     [[-4.1840771180078935, 5.326326911966953],
+      [-4.000000005631259, 5.000000016892626],
+      [-6.058671809259362, 7.517043336137993],
+      [-24.74172984357145, 30.5926743637556],
+      [-1920.5880393126477, 2370.463881654916]]),
+    ("gaussian", 1.0,
+     [0.6794533170048181, 0.6931471805599455, 0.6509585731676337, 0.6087949830922292, 0.5776490447853956],
+     0.5, 0.5,
+     [0.75, 1.0, 1.5, 2.5, 5.0],
+     [[-1.1534990087070178, 2.809127224505713],
+      [-1.0000000081622058, 2.000000005702274],
+      [-0.9750401164660687, 1.8381689840096724],
+      [-1.5505034629660401, 2.8544682407855255],
+      [-11.058763759312772, 20.118038247727377]]),
+    ("gaussian", 2.0,
+     [0.18212092750391076, 0.22314355131420993, 0.2527194878534569, 0.26115538570623903, 0.2615779488810296],
+     0.125, 0.125,
+     [0.1875, 0.25, 0.375, 0.625, 1.25],
+     [[-0.2588154510714269, 2.1906704626645883],
+      [-0.2500000009309453, 1.249999999180364],
+      [-0.20885269944997525, 0.8288565278871152],
+      [-0.19469366104404356, 0.710580654634509],
+      [-0.33342830358661146, 1.1699686589577931]]),
+    ("gaussian", 4.0,
+     [0.04651637715360658, 0.06062462181643504, 0.0822815587344955, 0.09986357895249068, 0.10969686237067895],
+     0.03125, 0.03125,
+     [0.046875, 0.0625, 0.09375, 0.15625, 0.3125],
+     [[-0.06300214700577822, 2.0470615391159503],
+      [-0.06250000052850291, 1.0624999981330707],
+      [-0.05644824834539591, 0.5894389872908963],
+      [-0.04362879971516517, 0.3727527142755468],
+      [-0.03803917216528682, 0.2982113501078508]]),
+]
 
 
-@pytest.mark.parametrize(("mechanism", "key"), [("laplace", "b"), ("gaussian", "sigma")])
-def test_values_json_lin_renyi_and_kl(mechanism, key):
-    # Source: values.json capacity_bounded (scipy 1.17.1 Nelder-Mead, 6 starts; mpmath 1.3.0 moments).
+@pytest.mark.parametrize("mechanism", ["laplace", "gaussian"])
+def test_values_json_lin_renyi_and_kl(mechanism):
     # rtol 1e-7 as suggested by the reference README (we agree to ~1e-14).
-    recs = _records(mechanism)
-    scales = T([r["params"][key] for r in recs])
-    orders = T(recs[0]["params"]["orders"])
+    rows = [r for r in CAPACITY_BOUNDED if r[0] == mechanism]
+    scales = T([r[1] for r in rows])
     p, q = _pair(mechanism, scales)
-    rv = cap.restricted_renyi(p, q, orders)
+    rv = cap.restricted_renyi(p, q, T(ORDERS))
     assert bool(rv.converged.all())
-    want = T([r["values"]["lin_renyi"] for r in recs])
-    torch.testing.assert_close(rv.value, want, rtol=1e-7, atol=0)
-    # Order-2 closed form log(1 + 1/Var_Q) (record field), exact.
-    i2 = recs[0]["params"]["orders"].index(2)
-    torch.testing.assert_close(rv.value[:, i2], T([r["values"]["lin_renyi_order2_closed_form"] for r in recs]),
-                               rtol=1e-12, atol=0)
+    torch.testing.assert_close(rv.value, T([r[2] for r in rows]), rtol=1e-7, atol=0)
+    # Order 2: closed form log(1 + 1/Var_Q) = log(1 + 1/(2b²)) (Laplace) or log(1 + 1/σ²), exact.
+    var_q = 2 * scales**2 if mechanism == "laplace" else scales**2
+    torch.testing.assert_close(rv.value[:, 1], torch.log1p(1 / var_q), rtol=1e-12, atol=0)
     # Optimal witness h(x) = a x + b; the reference optimiser stops at ~1e-8 relative in (a, b).
-    wit = T([r["values"]["optimal_witness_a_b_for_h_eq_a_x_plus_b"] for r in recs])
-    torch.testing.assert_close(rv.witness.flip(-1), wit, rtol=1e-6, atol=0)
+    torch.testing.assert_close(rv.witness.flip(-1), T([r[6] for r in rows]), rtol=1e-6, atol=0)
     kl = cap.restricted_kl(p, q)
-    torch.testing.assert_close(kl.value, T([r["values"]["lin_kl"] for r in recs]), rtol=1e-7, atol=0)
-    torch.testing.assert_close(kl.value, T([r["values"]["lin_kl_closed_form"] for r in recs]), rtol=1e-12, atol=0)
+    torch.testing.assert_close(kl.value, T([r[3] for r in rows]), rtol=1e-7, atol=0)
+    if mechanism == "laplace":  # Thm 9 closed form k(1/b)
+        torch.testing.assert_close(kl.value, T([_k(1 / r[1]) for r in rows]), rtol=1e-12, atol=0)
+    else:  # Thm 10: 1/(2σ²)
+        torch.testing.assert_close(kl.value, 0.5 / scales**2, rtol=1e-12, atol=0)
 
 
-@pytest.mark.parametrize(("mechanism", "key"), [("laplace", "b"), ("gaussian", "sigma")])
-def test_values_json_unrestricted(mechanism, key):
-    # Source: values.json capacity_bounded full_renyi / full_kl (closed forms); rtol 1e-12 (exact formulas).
-    for r in _records(mechanism):
-        mech = acc.Laplace(r["params"][key]) if mechanism == "laplace" else acc.Gaussian(r["params"][key])
-        res = cap.capacity_divergences(mech, "linear", "renyi", r["params"]["orders"])
-        torch.testing.assert_close(res.unrestricted, T(r["values"]["full_renyi"]), rtol=1e-12, atol=0)
-        torch.testing.assert_close(res.restricted["linear"], T(r["values"]["lin_renyi"]), rtol=1e-7, atol=0)
+@pytest.mark.parametrize("mechanism", ["laplace", "gaussian"])
+def test_values_json_unrestricted(mechanism):
+    # values.json full_renyi / full_kl are closed forms; rtol 1e-12.
+    for _, scale, lin_renyi, _, full_kl, full_renyi, _ in (r for r in CAPACITY_BOUNDED if r[0] == mechanism):
+        mech = acc.Laplace(scale) if mechanism == "laplace" else acc.Gaussian(scale)
+        res = cap.capacity_divergences(mech, "linear", "renyi", ORDERS)
+        torch.testing.assert_close(res.unrestricted, T(full_renyi), rtol=1e-12, atol=0)
+        torch.testing.assert_close(res.restricted["linear"], T(lin_renyi), rtol=1e-7, atol=0)
         res = cap.capacity_divergences(mech, "linear", "kl")
-        assert res.unrestricted.item() == pytest.approx(r["values"]["full_kl"], rel=1e-12)
+        assert res.unrestricted.item() == pytest.approx(full_kl, rel=1e-12)
         # Generic quadrature agrees with the closed form (Thm 8 / Gaussian).
-        p, q = _pair(mechanism, r["params"][key])
-        assert cap.full_kl(p, q).item() == pytest.approx(r["values"]["full_kl"], rel=1e-10)
+        assert cap.full_kl(*_pair(mechanism, scale)).item() == pytest.approx(full_kl, rel=1e-10)
 
 
 # ------------------------------------------------------------------ digest §7 reference values
