@@ -567,9 +567,20 @@ class PiecewiseLinearTradeOff(TradeOff):
         beta = _as_input("beta", beta, like=alpha).reshape(-1).to(alpha)
         if alpha.numel() < 2 or float(alpha[0]) != 0.0 or float(alpha[-1]) != 1.0:
             raise ValueError("vertices must start at alpha=0 and end at alpha=1 (use TradeOff.from_points)")
+        check.in_range(0.0, 1.0, beta=beta)
+        if bool((alpha[1:] <= alpha[:-1]).any()):
+            raise ValueError("vertex alpha must be strictly increasing (use TradeOff.from_points)")
+        slopes = (beta[1:] - beta[:-1]) / (alpha[1:] - alpha[:-1])
+        # The binary searches over edge slopes need a convex, non-increasing chain ending at β = 0.
+        # (Tolerances absorb the rounding of nearly collinear hull vertices; the searches check ±1 vertex.)
+        reversed_ = slopes[1:] < slopes[:-1] - 1e-9 * torch.abs(slopes[:-1]) - 1e-12
+        if float(beta[-1]) != 0.0 or bool((slopes > 1e-12).any()) or bool(reversed_.any()):
+            raise ValueError(
+                "vertices must form a convex, non-increasing curve ending at (1, 0) (use TradeOff.from_points)"
+            )
         self.alpha = alpha
         self.beta = beta
-        self.slopes = (beta[1:] - beta[:-1]) / (alpha[1:] - alpha[:-1])
+        self.slopes = slopes
         self.bound = bound
         self.description = description
         self._symmetric = symmetric  # True when built symmetric; None: decide numerically

@@ -329,5 +329,7 @@ def test_validation_messages():
         TradeOff.from_privacy_profile(t([-1.0]), t([0.1]))
     with pytest.raises(ValueError, match="bound must be one of"):
         PiecewiseLinearTradeOff(t([0.0, 1.0]), t([1.0, 0.0]), bound="upper")
+    with pytest.raises(ValueError, match="convex, non-increasing"):
+        PiecewiseLinearTradeOff(t([0.0, 0.5, 1.0]), t([1.0, 0.9, 0.0]), bound="exact")  # concave chain
     with pytest.raises(TypeError, match="mechanism must be"):
         TradeOff.from_mechanism("gaussian")  # type: ignore[arg-type]
