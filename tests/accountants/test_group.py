@@ -186,7 +186,8 @@ def test_closed_form_equals_literal_multinomial_sum():
     # Oracle: the multinomial sum of App. G.5 enumerated term by term (mpmath, 40 digits).
     for alpha, r, s, K in [(4, 0.1, 1.0, 2), (5, 0.3, 0.7, 3), (3, 0.01, 2.0, 4)]:
         got = rdp_poisson_gaussian_group_removal_closed_form(float(alpha), r, s, K).item()
-        assert got == pytest.approx(_literal_multinomial(alpha, r, s, K), rel=1e-12)
+        want = _literal_multinomial(alpha, r, s, K)
+        assert want * (1 - 1e-14) <= got <= want * (1 + 2e-11)  # exact, plus the 1e-11 upward margin
 
 
 def _mp_term(alpha: float, r: float, s: float, K: int, removal: bool) -> float:
@@ -210,17 +211,21 @@ def test_fractional_orders_against_mpmath():
     # Im z = ±πs², which must not depend on K.
     for alpha, r, s, K in [(2.5, 0.2, 0.5, 3), (1.3, 0.05, 1.0, 4), (6.7, 0.01, 2.0, 2), (2.5, 0.3, 0.3, 8)]:
         fwd, rev = rdp_poisson_gaussian_group_terms(alpha, r, s, K)
-        assert fwd.item() == pytest.approx(_mp_term(alpha, r, s, K, True), rel=1e-12)  # measured ≤ 2e-15
-        assert rev.item() == pytest.approx(_mp_term(alpha, r, s, K, False), rel=1e-12)
+        # rtol 2e-11: measured ≤ 2e-15 before the deliberate 1e-11 upward margin on Ψ − 1
+        want_f, want_r = _mp_term(alpha, r, s, K, True), _mp_term(alpha, r, s, K, False)
+        assert want_f <= fwd.item() <= want_f * (1 + 2e-11)
+        assert want_r <= rev.item() <= want_r * (1 + 2e-11)
 
 
 def test_group_quadrature_at_k1_reproduces_certified_poisson_series():
     # Oracle: accountants.rdp.poisson (Mironov-Talwar-Zhang series with a certified remainder, an
-    # independent method) — the quadrature path at K = 1, fractional and large orders. rtol 1e-10.
+    # independent method) — the quadrature path at K = 1, fractional and large orders. rtol 5e-10:
+    # the series is certified from above and is 1.6e-10 conservative at σ = 2, q = 0.5, α = 1.01
+    # (40-digit mpmath quadrature agrees with ours there to the 1e-11 margin).
     a = _t([1.01, 1.3, 2.7, 5.5, 17.3, 300.5])
     for s, r in [(0.3, 0.001), (1.0, 0.05), (2.0, 0.5), (1.0, 1e-7)]:
         fwd = rdp_poisson_gaussian_group_quadrature(a, r, s, 1, removal=True)
-        torch.testing.assert_close(fwd, rdp_poisson_gaussian(a, r, s), rtol=1e-10, atol=0.0)
+        torch.testing.assert_close(fwd, rdp_poisson_gaussian(a, r, s), rtol=5e-10, atol=0.0)
         rev = rdp_poisson_gaussian_group_quadrature(a, r, s, 1, removal=False)
         assert (rev <= fwd).all()  # Mironov et al. 2019 Thm 5: removal dominates at K = 1
 
