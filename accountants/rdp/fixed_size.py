@@ -53,6 +53,7 @@ from torch import Tensor
 
 from .. import _validate as check
 from .._numerics import as_float, binom_sign, log_binom, log_expm1, logsumexp_signed
+from .._validate import UnsupportedError
 from ..sampling import Neighbouring
 from .poisson import log_a_minus_one, rdp_poisson_gaussian
 from .without_replacement import rdp_wor_wang2019_gaussian
@@ -753,9 +754,17 @@ def fixed_size_step_rdp(
 
     Returns:
         :class:`FixedSizeRdp` (rdp, source index per order, theorem names).
-    """
-    from .._validate import UnsupportedError
 
+    Raises:
+        UnsupportedError: with replacement under replace-one.
+        ValueError: for b > n without replacement, or orders/σ out of range.
+
+    >>> import torch
+    >>> r = fixed_size_step_rdp(torch.tensor([2.0], dtype=torch.float64), 6.0, 120, 50_000,
+    ...                         neighbouring="replace-one")
+    >>> f"{r.rdp.item():.4e}", r.names[int(r.source[0])]
+    ('7.0075e-07', 'Birrell et al. 2024 Thm 3.4 (Taylor, m in {3..6})')
+    """
     rel = Neighbouring.parse(neighbouring)
     check.integer(1, None, batch_size=batch_size, dataset_size=dataset_size)
     b, n = int(batch_size), int(dataset_size)
