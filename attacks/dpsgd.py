@@ -38,7 +38,6 @@ from tqdm.auto import tqdm
 
 from accountants import _validate as check
 from accountants.events import DPSGD
-from accountants.sampling import Poisson
 
 from . import models as _models
 from . import samplers
@@ -97,8 +96,11 @@ def per_example_gradients(model: nn.Module, params: dict[str, Tensor], x: Tensor
 
 
 def _stacked_per_example_gradients(model: nn.Module):
-    # models on the outer axis, records on the inner one: params (R, ...), x (R, B, ...), y (R, B)
-    return vmap(vmap(grad(_loss(model)), in_dims=(None, 0, 0)), in_dims=(0, 0, 0))
+    # models on the outer axis, records on the inner one: params (R, ...), x (R, B, ...), y (R, B).
+    # randomness="different": a dropout layer draws its own mask per record and model (from the
+    # global generator: only dropout-free models are reproducible per model generator).
+    inner = vmap(grad(_loss(model)), in_dims=(None, 0, 0), randomness="different")
+    return vmap(inner, in_dims=(0, 0, 0), randomness="different")
 
 
 def _generators(generator: torch.Generator | Sequence[torch.Generator] | None, n_models: int) -> list:
@@ -167,10 +169,13 @@ def train(
     n_data = data.n
     gens = _generators(generator, R)
 
-    if params is None:
-        template = _models.init_params(model, 1, init=init, dtype=dtype)
+    if params is None:  # shapes only (zeros: no draw from any generator)
+        template = _models.init_params(model, 1, init=_models.Init.ZEROS, dtype=dtype)
     else:
         template = params
+        lead = {int(v.shape[0]) for v in params.values()}
+        if lead != {R}:
+            raise ValueError(f"params must have a leading model axis of length n_models={R}; got {sorted(lead)}")
     D = _models.num_params(template)
     m = 0
     if gradient_canaries is not None:
@@ -265,13 +270,3 @@ def train(
         fault=describe(fault),
     )
 
-
-def sample_rate(spec: DPSGD, dataset_size: int) -> float:
-    """Probability that a given record is in a given step's batch (q, b/N, or 1-(1-1/N)^b draws ≥ 1)."""
-    match spec.sampling:
-        case Poisson(rate=q):
-            return q
-        case s if s.replace:
-            return 1.0 - (1.0 - 1.0 / dataset_size) ** s.batch_size
-        case s:
-            return s.batch_size / dataset_size

@@ -307,7 +307,8 @@ def _play(design: Design, setup: Setup, canaries: Canaries, *, threat: Threat, s
     # the largest neighbouring dataset: all canary slots in, or one candidate for reconstruction
     n_records = setup.data.n + (1 if design is Design.RECONSTRUCTION else m)
     _check_fixed_size(setup, n_records)
-    extra = {"n_reference": n_reference} if design is Design.RECONSTRUCTION else {}
+    # chunk_size decides which runs are vectorised together, so it is part of the identity
+    extra = {"chunk_size": chunk_size, **({"n_reference": n_reference} if design is Design.RECONSTRUCTION else {})}
     game_id = _game_id(design, setup, canaries, threat, scores, seed, extra)
     white = isinstance(threat, WhiteBox)
 
@@ -384,11 +385,11 @@ def _play(design: Design, setup: Setup, canaries: Canaries, *, threat: Threat, s
     finally:
         if fh is not None:
             fh.close()
-    return _assemble(design, threat, done, n_trials, m, setup, canaries, seed, game_id)
+    return _assemble(design, threat, done, n_trials, m, setup, canaries, seed, game_id, n_records)
 
 
 def _assemble(design: Design, threat: Threat, done: dict[int, dict], n_trials: int, m: int, setup: Setup,
-              canaries: Canaries, seed: int, game_id: str) -> AttackOutcome:
+              canaries: Canaries, seed: int, game_id: str, n_records: int) -> AttackOutcome:
     recs = [done[i] for i in range(n_trials)]
     names = sorted(recs[0]["scores"])
     metadata = {
@@ -396,7 +397,7 @@ def _assemble(design: Design, threat: Threat, done: dict[int, dict], n_trials: i
         "noise_multiplier": setup.spec.noise_multiplier, "steps": setup.spec.steps,
         "sampling": repr(setup.spec.sampling), "neighbouring": setup.spec.neighbouring.value,
         "clip_norm": float(setup.clip_norm), "learning_rate": float(setup.learning_rate),
-        "fault": describe_fault(setup.fault), "data": setup.data.name, "dataset_size": setup.data.n + m,
+        "fault": describe_fault(setup.fault), "data": setup.data.name, "dataset_size": n_records,
         "model": type(setup.model).__name__,
         "batch_size_mean": [r["batch_size_mean"] for r in recs],
     }
@@ -417,7 +418,7 @@ def _assemble(design: Design, threat: Threat, done: dict[int, dict], n_trials: i
 
 def multi_run_game(setup: Setup, canary: Canaries, *, threat: Threat | None = None,
                    scores: Sequence[mia.Score] | None = None, n_trials: int = 1000, seed: int = 0,
-                   run_dir: str | Path | None = None, chunk_size: int = 100, progress: bool = True) -> AttackOutcome:
+                   run_dir: str | Path | None = None, chunk_size: int = 64, progress: bool = True) -> AttackOutcome:
     """K independent runs, each with the single canary in with probability ½; one score per run.
 
     Args:
@@ -459,7 +460,7 @@ def one_run_game(setup: Setup, canaries: Canaries, *, threat: Threat | None = No
 
 def reconstruction_game(setup: Setup, candidates: Canaries, *, threat: Threat | None = None, n_trials: int = 100,
                         n_reference: int = 8, seed: int = 0, run_dir: str | Path | None = None,
-                        chunk_size: int = 100, progress: bool = True) -> AttackOutcome:
+                        chunk_size: int = 64, progress: bool = True) -> AttackOutcome:
     """Informed-adversary reconstruction: the target is uniform among n candidates (κ = 1/n).
 
     White box (gradient candidates): the score is the white-box log-likelihood ratio of each
