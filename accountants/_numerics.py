@@ -54,8 +54,9 @@ def log_expm1(x: Tensor) -> Tensor:
     """log(e^x - 1) for x > 0, without overflow for large x or cancellation for small x."""
     big = x > 30.0
     small = torch.where(big, torch.ones_like(x), x)
-    return torch.where(big, x + torch.log1p(-torch.exp(-torch.where(big, x, torch.ones_like(x)))),
-                       torch.log(torch.expm1(small)))
+    return torch.where(
+        big, x + torch.log1p(-torch.exp(-torch.where(big, x, torch.ones_like(x)))), torch.log(torch.expm1(small))
+    )
 
 
 def log_add(a: Tensor, b: Tensor) -> Tensor:
@@ -77,9 +78,7 @@ def log_sub(a: Tensor, b: Tensor) -> Tensor:
     return torch.where(torch.isneginf(a), a, out)
 
 
-def logsumexp_signed(
-    log_abs: Tensor, sign: Tensor, dim: int = -1
-) -> tuple[Tensor, Tensor]:
+def logsumexp_signed(log_abs: Tensor, sign: Tensor, dim: int = -1) -> tuple[Tensor, Tensor]:
     """Signed log-sum-exp: returns (log|Σ s_i e^{l_i}|, sign of the sum) along ``dim``.
 
     Entries with log_abs = -inf contribute nothing. A sum that is exactly zero returns

@@ -68,9 +68,7 @@ def _fail(name: str, value: torch.Tensor, bad: torch.Tensor, allowed: str) -> No
     )
 
 
-def in_range(
-    lo: float | None, hi: float | None, *, closed: str = "both", **named: Any
-) -> None:
+def in_range(lo: float | None, hi: float | None, *, closed: str = "both", **named: Any) -> None:
     """Check that each named value lies in the interval (NaN always fails).
 
     Args:

@@ -97,6 +97,7 @@ class Accountant:
 
     def state_dict(self) -> dict[str, Any]:
         """A JSON-serialisable state (no pickle)."""
+
         def enc(p: DPSGD) -> dict[str, Any]:
             s = p.sampling
             if isinstance(s, Poisson):

@@ -213,7 +213,11 @@ def poisson_epsilon(
     check.in_range(0.0, 1.0, closed="right", sample_rate=q)
     check.integer(1, None, steps=t)
     check.in_range(0.0, 1.0, closed="neither", delta=delta)
-    orders = default_orders(sigma.dtype, sigma.device) if orders is None else torch.as_tensor(orders, dtype=sigma.dtype, device=sigma.device)
+    orders = (
+        default_orders(sigma.dtype, sigma.device)
+        if orders is None
+        else torch.as_tensor(orders, dtype=sigma.dtype, device=sigma.device)
+    )
     sigma, q, t = torch.broadcast_tensors(sigma, q, t)
     curve = t[..., None] * rdp_poisson_gaussian(orders, q[..., None], sigma[..., None])
     return eps_from_rdp(curve, orders, delta, warn=warn)
@@ -242,26 +246,48 @@ def calibrate(
     m = get_method(method)
     _require(spec, m)
 
-    def eps_at(s: float) -> float:
-        return m.epsilon(spec.with_noise(s), delta).value
+    def g(log_s: float) -> float:  # log ε(σ) − log target: smooth and decreasing in log σ
+        e = m.epsilon(spec.with_noise(math.exp(log_s)), delta).value
+        return (math.log(e) if e > 0 else -math.inf) - math.log(target_epsilon)
 
-    hi = max(spec.noise_multiplier, 1e-3)
-    while eps_at(hi) > target_epsilon:
-        hi *= 2.0
-        if hi > max_noise:
+    # Bracket: g(lo) > 0 ≥ g(hi), by doubling from the spec's own σ.
+    hi = math.log(max(spec.noise_multiplier, 1e-3))
+    g_hi = g(hi)
+    while g_hi > 0:
+        hi += math.log(2.0)
+        if hi > math.log(max_noise):
             raise ValueError(
                 f"target_epsilon={target_epsilon:g} at delta={delta:g} needs noise_multiplier > {max_noise:g}"
             )
-    lo = hi / 2.0
-    while eps_at(lo) <= target_epsilon:
-        hi, lo = lo, lo / 2.0
-        if lo < 1e-6:
-            return hi
-    # Invariant: ε(lo) > target ≥ ε(hi). Bisect in log space.
-    while hi / lo - 1.0 > rtol:
-        mid = math.sqrt(lo * hi)
-        if eps_at(mid) <= target_epsilon:
-            hi = mid
+        g_hi = g(hi)
+    lo = hi - math.log(2.0)
+    g_lo = g(lo)
+    while g_lo <= 0:
+        hi, g_hi = lo, g_lo
+        lo -= math.log(2.0)
+        if lo < math.log(1e-6):
+            return math.exp(hi)
+        g_lo = g(lo)
+    # Illinois (modified regula falsi) keeps the bracket and converges superlinearly; the
+    # feasible end ``hi`` is returned, so the result never overshoots the target.
+    side = 0
+    while hi - lo > math.log1p(rtol):
+        if math.isfinite(g_hi) and g_lo != g_hi:
+            mid = hi - g_hi * (hi - lo) / (g_hi - g_lo)
         else:
-            lo = mid
-    return hi
+            mid = 0.5 * (lo + hi)
+        # Keep the probe strictly inside the bracket, at least 1 % of its width from either end.
+        width = hi - lo
+        mid = min(max(mid, lo + 0.01 * width), hi - 0.01 * width)
+        g_mid = g(mid)
+        if g_mid <= 0:
+            hi, g_hi = mid, g_mid
+            if side == 1:
+                g_lo *= 0.5
+            side = 1
+        else:
+            lo, g_lo = mid, g_mid
+            if side == -1:
+                g_hi *= 0.5
+            side = -1
+    return math.exp(hi)

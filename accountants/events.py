@@ -33,14 +33,11 @@ class DPSGD:
 
     def __post_init__(self) -> None:
         if isinstance(self.noise_multiplier, bool) or not isinstance(self.noise_multiplier, numbers.Real):
-            raise TypeError(
-                f"noise_multiplier must be a real number; got {type(self.noise_multiplier).__name__}"
-            )
+            raise TypeError(f"noise_multiplier must be a real number; got {type(self.noise_multiplier).__name__}")
         check.positive(noise_multiplier=self.noise_multiplier)
         if not isinstance(self.sampling, (Poisson, FixedSize)):
             raise TypeError(
-                "sampling must be accountants.Poisson or accountants.FixedSize; "
-                f"got {type(self.sampling).__name__}"
+                f"sampling must be accountants.Poisson or accountants.FixedSize; got {type(self.sampling).__name__}"
             )
         check.integer(1, None, steps=self.steps, group_size=self.group_size)
         object.__setattr__(self, "neighbouring", Neighbouring.parse(self.neighbouring))
@@ -90,4 +87,3 @@ class Composed:
     def steps(self) -> int:
         """Total number of steps over all phases."""
         return sum(p.steps for p in self.parts)
-

@@ -33,9 +33,7 @@ class Neighbouring(enum.Enum):
         for member in cls:
             if member.value == key:
                 return member
-        raise ValueError(
-            f"neighbouring must be one of 'add-remove', 'replace-one'; got {value!r}"
-        )
+        raise ValueError(f"neighbouring must be one of 'add-remove', 'replace-one'; got {value!r}")
 
 
 @dataclass(frozen=True, slots=True)

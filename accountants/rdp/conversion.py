@@ -47,9 +47,7 @@ def _warn_edge(best_idx: Tensor, orders: Tensor, finite: Tensor, what: str) -> N
         )
 
 
-def eps_from_rdp(
-    rdp: Tensor, orders: Tensor, delta: Tensor | float, *, warn: bool = True
-) -> tuple[Tensor, Tensor]:
+def eps_from_rdp(rdp: Tensor, orders: Tensor, delta: Tensor | float, *, warn: bool = True) -> tuple[Tensor, Tensor]:
     """ε at δ from an RDP curve (Balle et al. 2020 Thm 21).  Bound: upper.
 
     Args:
@@ -75,9 +73,7 @@ def eps_from_rdp(
     return torch.clamp(best, min=0.0), best_order
 
 
-def delta_from_rdp(
-    rdp: Tensor, orders: Tensor, epsilon: Tensor | float, *, warn: bool = True
-) -> tuple[Tensor, Tensor]:
+def delta_from_rdp(rdp: Tensor, orders: Tensor, epsilon: Tensor | float, *, warn: bool = True) -> tuple[Tensor, Tensor]:
     """δ at ε from an RDP curve (Canonne, Kamath, Steinke 2020 Prop. 12).  Bound: upper.
 
     Returns:

@@ -19,8 +19,8 @@ to cancellation once A_α − 1 < 1e-10.
   (binomial ratio |α−i|/(i+1) < 1, and the remaining ratio e^{−L+i/σ²}Φ((z0−i−1)/σ)/Φ((z0−i)/σ)
   is non-decreasing in i with limit 1, by (log Φ)'' ∈ (−1, 0)). So the remainder after N
   terms lies between 0 and the first omitted term; we add its positive part, and the result is
-  a certified upper bound whatever N is. Terms are taken in blocks until the remainder is below
-  1e-15 of the sum.
+  a certified upper bound whatever N is. Terms are taken in doubling blocks until the remainder
+  is below 1e-15 of the sum, or 4096 terms.
 """
 
 from __future__ import annotations
@@ -30,13 +30,16 @@ import math
 import torch
 from torch import Tensor
 
-from .._numerics import as_float, binom_sign, log_binom, log_expm1, log_ndtr
+from .._numerics import as_float, log_binom, log_expm1, log_ndtr
 
-__all__ = ["rdp_poisson_gaussian", "log_a_minus_one"]
+__all__ = ["log_a_minus_one", "rdp_poisson_gaussian"]
 
 _MAX_ELEMS = 1 << 22  # tensor elements per chunk (≈ 32 MiB in float64) to bound memory
-_BLOCK = 64  # series terms per block in the fractional path
-_MAX_TERMS = 200_000  # hard cap on series terms; the tail bound keeps the result sound
+_BLOCK = 64  # series terms in the first block past ⌊α⌋ + 2; later blocks double
+# Cap on series terms. The certified remainder keeps any truncation sound; the cap only costs
+# tightness where the tail converges polynomially (α → 1 with z0 ≈ 0), e.g. ≤ 2e-10 relative at
+# α = 1.01, q = 0.2, σ = 0.9, where ε at the optimal order is unaffected.
+_MAX_TERMS = 4096
 _REL_TOL = 1e-15
 
 
@@ -165,16 +168,18 @@ def _fractional(alpha: Tensor, q: Tensor, sigma: Tensor) -> Tensor:
 def _block_terms(a: Tensor, q: Tensor, s: Tensor, z0: Tensor, i: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     """Log-magnitudes of the below-z0 and above-z0 series terms at indices i, and their sign.
 
-    Shapes: a, q, s, z0 are (E, 1); i is (B,) or (E, B). Below: index i ≥ 2 (i = 0, 1 are
-    folded into the constant terms); above: index j = i ≥ 0.
+    Shapes: a, q, s, z0 are (E, 1); i is (B,). Below: index i ≥ 2 (i = 0, 1 are folded into the
+    constant terms); above: index j = i ≥ 0. Pieces that depend on one axis only are computed
+    once on that axis (lgamma(α+1) per order, lgamma(i+1) per index).
     """
-    lb = log_binom(a, i)
-    sg = binom_sign(a, i)
+    ai = a - i  # (E, B); never a non-positive integer since α is not an integer
+    lb = torch.lgamma(a + 1.0) - torch.lgamma(i + 1.0) - torch.lgamma(ai + 1.0)  # log|C(α, i)|
+    neg = torch.clamp(i - torch.floor(a) - 1.0, min=0.0)  # number of negative factors of C(α, i)
+    sg = 1.0 - 2.0 * torch.remainder(neg, 2.0)
     l1q, lq = torch.log1p(-q), torch.log(q)
     inv2s2 = 1.0 / (2.0 * s * s)
-    below = lb + (a - i) * l1q + i * lq + (i * i - i) * inv2s2 + log_ndtr((z0 - i) / s)
+    below = lb + ai * l1q + i * lq + (i * i - i) * inv2s2 + log_ndtr((z0 - i) / s)
     below = torch.where(i >= 2, below, torch.full_like(below, -math.inf))
-    ai = a - i
     above = lb + i * l1q + ai * lq + (ai * ai - ai) * inv2s2 + log_ndtr((ai - z0) / s)
     return below, above, sg
 
@@ -201,9 +206,7 @@ def _fractional_chunk(alpha: Tensor, q: Tensor, sigma: Tensor) -> Tensor:
         ],
         dim=-1,
     )
-    const_s = torch.cat(
-        [torch.ones_like(u), -torch.ones_like(u), -torch.sign(one_m_u), -torch.ones_like(u)], dim=-1
-    )
+    const_s = torch.cat([torch.ones_like(u), -torch.ones_like(u), -torch.sign(one_m_u), -torch.ones_like(u)], dim=-1)
     acc_l, acc_s = _signed_logsumexp(const_l, const_s)
 
     # First block reaches past ⌊α⌋ + 2, where alternation and monotone decrease start.
@@ -232,7 +235,7 @@ def _fractional_chunk(alpha: Tensor, q: Tensor, sigma: Tensor) -> Tensor:
         if hi >= _MAX_TERMS:
             break
         active = active[~converged]
-        lo, hi = hi, hi + _BLOCK
+        lo, hi = hi, min(hi + max(_BLOCK, hi - lo) * 2, max(_MAX_TERMS, first_end))
     total_l, total_s = _signed_merge(acc_l, acc_s, tail[:, None].squeeze(-1), torch.ones_like(acc_s))
     # h ≥ 0 so A − 1 ≥ 0; a non-positive total can only come from rounding at a value ~0.
     return torch.where(total_s > 0, total_l, torch.full_like(total_l, -math.inf))

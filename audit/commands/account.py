@@ -66,7 +66,9 @@ def _describe(spec: acc.DPSGD) -> dict[str, Any]:
     if isinstance(s, acc.Poisson):
         d.update(sampling="poisson", sample_rate=s.rate)
     else:
-        d.update(sampling="fixed-wr" if s.replace else "fixed-wor", batch_size=s.batch_size, dataset_size=s.dataset_size)
+        d.update(
+            sampling="fixed-wr" if s.replace else "fixed-wor", batch_size=s.batch_size, dataset_size=s.dataset_size
+        )
     return d
 
 
@@ -88,9 +90,13 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write("\n")
         return 0
     d = _describe(spec)
-    sampling = d["sampling"] + (f" q={d['sample_rate']:g}" if "sample_rate" in d else f" b={d['batch_size']} n={d['dataset_size']}")
-    print(f"DP-SGD: noise_multiplier={spec.noise_multiplier:g}, {sampling}, steps={spec.steps}, "
-          f"neighbouring={d['neighbouring']}, group_size={spec.group_size}")
+    sampling = d["sampling"] + (
+        f" q={d['sample_rate']:g}" if "sample_rate" in d else f" b={d['batch_size']} n={d['dataset_size']}"
+    )
+    print(
+        f"DP-SGD: noise_multiplier={spec.noise_multiplier:g}, {sampling}, steps={spec.steps}, "
+        f"neighbouring={d['neighbouring']}, group_size={spec.group_size}"
+    )
     for name, r in results.items():
         if args.delta is not None:
             extra = f" (order {r['order']:g})" if r.get("order") is not None else ""
