@@ -125,6 +125,9 @@ class AttackOutcome:
         canary: (K,) int64 canary index within its run (0 in the multi-run game).
         seeds: (K,) int64 seed of the run each row comes from.
         metadata: game-level facts (spec, C, η, fault, canary kind, base seed, game id, ...).
+        spec: the claimed DP-SGD description (what the accountant reads for this game).
+        observations: (K, T) per-step white-box statistics o_t of each row's canary (in units of
+            C; Nasr et al. 2023 audit them step by step) when the game kept them; else None.
     """
 
     design: Design
@@ -135,6 +138,8 @@ class AttackOutcome:
     canary: Tensor
     seeds: Tensor
     metadata: dict[str, Any] = field(default_factory=dict)
+    spec: DPSGD | None = None
+    observations: Tensor | None = None
 
     def in_scores(self, name: str) -> Tensor:
         """Scores of rows whose canary was in (membership games)."""
@@ -284,10 +289,10 @@ def _amplitude(canaries: Canaries, setup: Setup) -> Tensor | float:
 
 
 def _train_shadows(setup: Setup, canaries: Canaries, n: int, seed: int, stream: int, p_in: float,
-                   chunk_size: int) -> tuple[Tensor, Tensor]:
+                   chunk_size: int, progress: bool) -> tuple[Tensor, Tensor]:
     """Confidence statistics (n, m) of n shadow models and which canaries were in them (n, m)."""
     stats, ins = [], []
-    for start in range(0, n, chunk_size):
+    for start in tqdm(range(0, n, chunk_size), desc="shadow models", disable=not progress, leave=False):
         gens = [_generator(trial_seed(seed, i, stream)) for i in range(start, min(n, start + chunk_size))]
         inc = torch.stack([torch.rand(canaries.m, generator=g, dtype=torch.float64) < p_in for g in gens])
         res = _train_with(setup, canaries, inc, gens, white=False)
@@ -298,7 +303,7 @@ def _train_shadows(setup: Setup, canaries: Canaries, n: int, seed: int, stream: 
 
 def _play(design: Design, setup: Setup, canaries: Canaries, *, threat: Threat, scores: Sequence, n_trials: int,
           seed: int, run_dir: str | Path | None, chunk_size: int, progress: bool,
-          n_reference: int = 0) -> AttackOutcome:
+          n_reference: int = 0, keep_observations: bool = False) -> AttackOutcome:
     check.integer(1, None, n_trials=n_trials, chunk_size=chunk_size)
     check.integer(0, None, seed=seed)
     describe_threat(threat)
@@ -309,8 +314,12 @@ def _play(design: Design, setup: Setup, canaries: Canaries, *, threat: Threat, s
     _check_fixed_size(setup, n_records)
     # chunk_size decides which runs are vectorised together, so it is part of the identity
     extra = {"chunk_size": chunk_size, **({"n_reference": n_reference} if design is Design.RECONSTRUCTION else {})}
-    game_id = _game_id(design, setup, canaries, threat, scores, seed, extra)
     white = isinstance(threat, WhiteBox)
+    if keep_observations and not (white and isinstance(canaries, GradientCanaries)):
+        raise UnsupportedError("keep_observations needs the white-box threat model and gradient canaries")
+    if keep_observations:
+        extra["keep_observations"] = True
+    game_id = _game_id(design, setup, canaries, threat, scores, seed, extra)
 
     path = None
     done: dict[int, dict] = {}
@@ -326,9 +335,10 @@ def _play(design: Design, setup: Setup, canaries: Canaries, *, threat: Threat, s
     lira_scores = [s for s in scores if isinstance(s, mia.LiRA)]
     if missing_chunks and lira_scores:
         n_shadow = max(s.n_shadow for s in lira_scores)
-        shadow_stats, shadow_in = _train_shadows(setup, canaries, n_shadow, seed, _STREAM_SHADOWS, 0.5, chunk_size)
+        shadow_stats, shadow_in = _train_shadows(setup, canaries, n_shadow, seed, _STREAM_SHADOWS, 0.5, chunk_size,
+                                                  progress)
     if missing_chunks and design is Design.RECONSTRUCTION and not white:
-        reference, _ = _train_shadows(setup, canaries, n_reference, seed, _STREAM_REFERENCE, 0.0, chunk_size)
+        reference, _ = _train_shadows(setup, canaries, n_reference, seed, _STREAM_REFERENCE, 0.0, chunk_size, progress)
 
     amplitude = _amplitude(canaries, setup)
     fh = open(path, "a", encoding="utf-8") if path is not None else None  # closed in finally
@@ -377,6 +387,8 @@ def _play(design: Design, setup: Setup, canaries: Canaries, *, threat: Threat, s
                     rec["target"] = int(target[r])
                 else:
                     rec["members"] = inc[r].tolist()
+                if keep_observations:
+                    rec["observations"] = res.observations[r].T.tolist()  # (m, T)
                 if fh is not None:
                     _append(fh, rec)
                 done[i] = rec
@@ -407,18 +419,22 @@ def _assemble(design: Design, threat: Threat, done: dict[int, dict], n_trials: i
         truth = torch.tensor([r["target"] for r in recs], dtype=torch.int64)
         trial = torch.arange(n_trials)
         return AttackOutcome(design, describe_threat(threat), scores, truth, trial, torch.zeros_like(trial), seeds,
-                             {**metadata, "kappa": 1.0 / m})
+                             {**metadata, "kappa": 1.0 / m}, setup.spec)
     scores = {k: torch.tensor([r["scores"][k] for r in recs], dtype=torch.float64).reshape(-1) for k in names}
     truth = torch.tensor([r["members"] for r in recs], dtype=torch.bool).reshape(-1)
     trial = torch.arange(n_trials).repeat_interleave(m)
     canary = torch.arange(m).repeat(n_trials)
+    obs = None
+    if "observations" in recs[0]:
+        obs = torch.tensor([r["observations"] for r in recs], dtype=torch.float64).reshape(n_trials * m, -1)
     return AttackOutcome(design, describe_threat(threat), scores, truth, trial, canary, seeds.repeat_interleave(m),
-                         metadata)
+                         metadata, setup.spec, obs)
 
 
 def multi_run_game(setup: Setup, canary: Canaries, *, threat: Threat | None = None,
                    scores: Sequence[mia.Score] | None = None, n_trials: int = 1000, seed: int = 0,
-                   run_dir: str | Path | None = None, chunk_size: int = 64, progress: bool = True) -> AttackOutcome:
+                   run_dir: str | Path | None = None, chunk_size: int = 64, progress: bool = True,
+                   keep_observations: bool = False) -> AttackOutcome:
     """K independent runs, each with the single canary in with probability ½; one score per run.
 
     Args:
@@ -432,6 +448,8 @@ def multi_run_game(setup: Setup, canary: Canaries, *, threat: Threat | None = No
         run_dir: folder for ``trials.jsonl`` (resume); None keeps nothing on disk.
         chunk_size: runs trained at once (vectorised); part of the game's identity for resume.
         progress: tqdm bar over trials.
+        keep_observations: also keep every per-step statistic o_t (white box, gradient canary),
+            for per-step audits; T more numbers per trial in ``trials.jsonl``.
 
     Returns:
         :class:`AttackOutcome` with K rows, design MULTI_RUN.
@@ -440,12 +458,14 @@ def multi_run_game(setup: Setup, canary: Canaries, *, threat: Threat | None = No
     if canary.m != 1:
         raise ValueError(f"the multi-run game takes exactly one canary; got m={canary.m} (use one_run_game)")
     return _play(Design.MULTI_RUN, setup, canary, threat=threat, scores=_default_scores(scores, threat),
-                 n_trials=n_trials, seed=seed, run_dir=run_dir, chunk_size=chunk_size, progress=progress)
+                 n_trials=n_trials, seed=seed, run_dir=run_dir, chunk_size=chunk_size, progress=progress,
+                 keep_observations=keep_observations)
 
 
 def one_run_game(setup: Setup, canaries: Canaries, *, threat: Threat | None = None,
                  scores: Sequence[mia.Score] | None = None, n_runs: int = 1, seed: int = 0,
-                 run_dir: str | Path | None = None, chunk_size: int = 10, progress: bool = True) -> AttackOutcome:
+                 run_dir: str | Path | None = None, chunk_size: int = 10, progress: bool = True,
+                 keep_observations: bool = False) -> AttackOutcome:
     """Runs with m canaries each, every canary in independently with probability ½ (Steinke et al. 2023).
 
     Same arguments as :func:`multi_run_game` with ``canaries`` (m ≥ 1) and ``n_runs``.
@@ -455,7 +475,8 @@ def one_run_game(setup: Setup, canaries: Canaries, *, threat: Threat | None = No
     """
     threat = WhiteBox() if threat is None else threat
     return _play(Design.ONE_RUN, setup, canaries, threat=threat, scores=_default_scores(scores, threat),
-                 n_trials=n_runs, seed=seed, run_dir=run_dir, chunk_size=chunk_size, progress=progress)
+                 n_trials=n_runs, seed=seed, run_dir=run_dir, chunk_size=chunk_size, progress=progress,
+                 keep_observations=keep_observations)
 
 
 def reconstruction_game(setup: Setup, candidates: Canaries, *, threat: Threat | None = None, n_trials: int = 100,

@@ -117,3 +117,18 @@ def test_black_box_lira_game(digits100):
     assert set(out.scores) == {"loss", "confidence", "lira_online_fixedvar_8", "lira_offline_8"}
     for k in out.scores:  # a mislabelled canary in a weakly private run: members score higher
         assert out.in_scores(k).mean() > out.out_scores(k).mean(), k
+
+
+def test_kept_observations_reproduce_the_scores(white_setup, tmp_path):
+    setup, c = white_setup
+    out = games.multi_run_game(setup, c.select([2]), n_trials=12, seed=8, run_dir=tmp_path, progress=False,
+                               keep_observations=True)
+    assert out.observations.shape == (12, 10)
+    assert out.spec is setup.spec
+    # the stored per-step statistics are the ones the scores were computed from (round-trip through JSON)
+    torch.testing.assert_close(mia.white_box_llr(out.observations, setup.spec, 101), out.scores["llr"],
+                               atol=1e-12, rtol=0)
+    torch.testing.assert_close(out.observations.sum(1), out.scores["inner_product"], atol=1e-12, rtol=0)
+    again = games.multi_run_game(setup, c.select([2]), n_trials=12, seed=8, run_dir=tmp_path, progress=False,
+                                 keep_observations=True)  # everything read back from trials.jsonl
+    assert torch.equal(again.observations, out.observations)

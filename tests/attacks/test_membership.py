@@ -5,6 +5,8 @@ import math
 
 import pytest
 import torch
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 from scipy import stats
 
 import accountants as acc
@@ -107,3 +109,20 @@ def test_score_registry_and_views():
     assert mia.needs(mia.LiRA()).__class__.__name__ == "BlackBox"
     with pytest.raises(ValueError, match="n_shadow"):
         mia.LiRA(n_shadow=1)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    o=st.lists(st.floats(-5, 5), min_size=2, max_size=2),
+    q=st.floats(0.01, 1.0),
+    sigma=st.floats(0.3, 3.0),
+    b=st.integers(1, 8),
+)
+def test_llr_increasing_in_each_observation(o, q, sigma, b):
+    """Each step's likelihood ratio is increasing in o_t (a monotone-likelihood-ratio family), for every sampler."""
+    lo, hi = sorted(o)
+    assume(hi - lo > 1e-3)
+    for sampling in (acc.Poisson(q), acc.FixedSize(b, 10), acc.FixedSize(b, 10, replace=True)):
+        spec = acc.DPSGD(sigma, sampling, steps=1)
+        llr = mia.white_box_llr(torch.tensor([[lo], [hi]], dtype=torch.float64), spec, 10)
+        assert llr[1] > llr[0]
