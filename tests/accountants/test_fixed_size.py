@@ -444,3 +444,36 @@ def test_cli_account_fixed_size(capsys):
                  "--batch-size", "120", "--dataset-size", "50000"]) == 0
     assert main(["account", "--noise-multiplier", "6", "--steps", "10", "--delta", "1e-5", "--sampling", "fixed-wr",
                  "--batch-size", "120", "--dataset-size", "50000", "--neighbouring", "replace-one"]) == 2
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    alpha=st.floats(1.05, 60.0),
+    sigma=st.floats(0.5, 30.0),
+    log_q=st.floats(-9.0, -1.5),
+)
+def test_bracket_properties(alpha, sigma, log_q):
+    """exact a/r ≤ Taylor a/r (same H, bounded); and every replace-one upper bound ≥ its realisable
+    add/remove-type pair (a record replaced by one with zero gradient, others anti-parallel)."""
+    q = math.exp(log_q)
+    al = t([alpha])
+    exact = rdp_fswor_add_remove(al, sigma, q).item()
+    assert exact <= rdp_fswor_add_remove_taylor(al, sigma, q).item() * (1 + 1e-10)
+    assert exact <= rdp_fswor_replace_one(al, sigma, q).item() * (1 + 1e-10)
+    assert exact <= rdp_wor_wang2019_gaussian(al, sigma, q).item() * (1 + 1e-10)
+    assert exact <= rdp_gaussian_replacement(al, sigma).item() * (1 + 1e-12)
+    poisson_ar = acc.rdp(acc.DPSGD(sigma, acc.Poisson(q), 1), orders=al).item()
+    assert poisson_ar <= rdp_poisson_replace_one(al, sigma, q).item() * (1 + 1e-10)
+
+
+def test_with_replacement_batched_and_dtype():
+    orders = t([1.5, 2.0, 3.0])
+    sig = t([4.0, 8.0])
+    batched = fixed_size_step_rdp(orders, sig[:, None], 20, 20_000, replace=True).rdp
+    for i, s in enumerate(sig.tolist()):
+        assert torch.allclose(batched[i], fixed_size_step_rdp(orders, s, 20, 20_000, replace=True).rdp, rtol=1e-13)
+    # dtype follows the inputs (float32 in, float32 out, values close to the float64 ones)
+    r32 = fixed_size_step_rdp(orders.float(), 4.0, 20, 20_000, neighbouring="replace-one").rdp
+    assert r32.dtype == torch.float32
+    r64 = fixed_size_step_rdp(orders, 4.0, 20, 20_000, neighbouring="replace-one").rdp
+    assert torch.allclose(r32.double(), r64, rtol=1e-5)
