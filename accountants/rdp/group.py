@@ -47,7 +47,10 @@ from torch import Tensor
 
 from .. import _validate as check
 from .._numerics import as_float, log1mexp, log_binom, log_expm1
+from .._validate import UnsupportedError
 from ..events import DPSGD
+from ..results import EpsilonBound
+from ..sampling import Neighbouring, Poisson
 from .conversion import eps_from_rdp
 from .poisson import rdp_poisson_gaussian
 
@@ -586,25 +589,37 @@ def step_rdp_poisson_group(spec: DPSGD, orders: Tensor) -> tuple[Tensor, str]:
     return curve, f"{THEOREM_TIGHT}, K={K}"
 
 
-def compare_group_bounds(spec: DPSGD, delta: float, orders: Tensor | None = None) -> dict[str, dict[str, float]]:
+def compare_group_bounds(spec: DPSGD, delta: float, orders: Tensor | None = None) -> dict[str, EpsilonBound]:
     """ε at δ for a Poisson add/remove DP-SGD run with group size K: tight vs baseline.  Bound: upper (both).
 
-    Returns ``{"tight": {"epsilon", "order"}, "baseline": {...}}``: the tight bound (Thm 4.2) and
-    the Hölder-recursion baseline (made monotone in α), both composed over ``spec.steps`` and
-    converted with Balle et al. 2020 Thm 21 on the same order grid. The baseline exists only for
-    K a power of 2 (``None`` otherwise).
+    Returns ``{"tight": EpsilonBound, "baseline": EpsilonBound}``: the tight bound (Schuchardt et al.
+    Thm 4.2) and the Hölder-recursion baseline (made monotone in α), both composed over
+    ``spec.steps`` and converted with Balle et al. 2020 Thm 21 on the same order grid, so a user
+    sees what the tight analysis buys. The baseline exists only for K a power of 2 (the key is
+    absent otherwise); for K = 1 both are the exact single-record curve.
+
+    Raises:
+        UnsupportedError: unless ``spec`` is Poisson sampling under add/remove.
+        ValueError: for δ outside (0, 1).
     """
     from ..orders import default_orders
 
+    if not isinstance(spec.sampling, Poisson) or spec.neighbouring is not Neighbouring.ADD_REMOVE:
+        raise UnsupportedError("compare_group_bounds covers only sampling=poisson with neighbouring=add-remove")
+    check.in_range(0.0, 1.0, closed="neither", delta=delta)
     orders = default_orders() if orders is None else as_float(orders)
-    q = torch.as_tensor(spec.sampling.rate, dtype=orders.dtype)
-    s = torch.as_tensor(spec.noise_multiplier, dtype=orders.dtype)
+    check.in_range(1.0, None, closed="neither", orders=orders)
+    q = torch.as_tensor(spec.sampling.rate, dtype=orders.dtype, device=orders.device)
+    s = torch.as_tensor(spec.noise_multiplier, dtype=orders.dtype, device=orders.device)
     K = spec.group_size
-    tight = spec.steps * rdp_poisson_gaussian_group(orders, q, s, K)
-    e_t, o_t = eps_from_rdp(tight, orders, delta)
-    out: dict[str, dict[str, float]] = {"tight": {"epsilon": float(e_t), "order": float(o_t)}}
+    curve, theorem = step_rdp_poisson_group(spec, orders)
+    e_t, o_t = eps_from_rdp(spec.steps * curve, orders, delta)
+    out = {"tight": EpsilonBound(float(e_t), float(delta), order=float(o_t), theorem=theorem)}
     if K & (K - 1) == 0:
         base = spec.steps * rdp_poisson_gaussian_group_baseline(orders, q, s, K, monotone=True)
         e_b, o_b = eps_from_rdp(base, orders, delta)
-        out["baseline"] = {"epsilon": float(e_b), "order": float(o_b)}
+        out["baseline"] = EpsilonBound(
+            float(e_b), float(delta), order=float(o_b),
+            theorem=f"Mironov 2017 Prop. 11 Hoelder recursion on the exact K=1 curve (baseline), K={K}",
+        )
     return out

@@ -482,8 +482,13 @@ def test_accountant_epsilon_matches_digest_table_f():
     for K, tight, baseline in [(2, 2.295, 2.469), (4, 4.774, 6.055), (8, 9.863, 18.26)]:
         spec = acc.DPSGD(1.0, acc.Poisson(0.001), steps=1, group_size=K)
         got = acc.compare_group_bounds(spec, 1e-8, orders)
-        assert got["tight"]["epsilon"] == pytest.approx(tight, rel=5e-4)
-        assert got["baseline"]["epsilon"] == pytest.approx(baseline, rel=5e-4)
+        assert got["tight"].value == pytest.approx(tight, rel=5e-4)
+        assert got["baseline"].value == pytest.approx(baseline, rel=5e-4)
+        assert got["tight"].bound == got["baseline"].bound == "upper"
+    with pytest.raises(acc.UnsupportedError, match="poisson"):
+        acc.compare_group_bounds(acc.DPSGD(1.0, acc.FixedSize(10, 100), 1, group_size=2), 1e-8)
+    assert "baseline" not in acc.compare_group_bounds(
+        acc.DPSGD(1.0, acc.Poisson(0.001), 1, group_size=3), 1e-8, orders[orders <= 10])
 
 
 def test_accountant_group_epsilon_and_calibrate():
