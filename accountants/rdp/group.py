@@ -61,6 +61,7 @@ __all__ = [
     "rdp_group_mironov",
     "rdp_poisson_gaussian_group",
     "rdp_poisson_gaussian_group_baseline",
+    "rdp_poisson_gaussian_group_quadrature",
     "rdp_poisson_gaussian_group_removal_closed_form",
     "rdp_poisson_gaussian_group_terms",
     "rdp_poisson_randomized_response_group",
@@ -193,13 +194,12 @@ def _log_psi_m1_quad(alpha: Tensor, q: Tensor, sigma: Tensor, K: int, reverse: b
     h = torch.minimum(0.5 * s, h_pole)
     if not reverse:
         h = torch.where(is_int, 0.5 * s, h)
-    # How far left of 0 the insertion peak can sit: z* = −(α−1)E_π[k] with E_π[k] ≤ K and
-    # |z*| ≤ s² log((α−1)M/s²) when |z*| ≥ s², M = Kr/(1−r) (see module docstring).
-    M = K * q / torch.clamp(1.0 - q, min=1e-300)
-    z_rev = torch.minimum(
-        (alpha - 1.0) * K,
-        torch.maximum(s * s, s * s * torch.log(torch.clamp((alpha - 1.0) * M / (s * s), min=1.0))),
-    )
+    # How far left of 0 the insertion peak z* < 0 can sit: z* = −(α−1)E_π[k](z*), π the posterior
+    # of k at z*. E_π[k] ≤ K, and for z < 0 E_π[k] ≤ Σ_k k w_k e^{z/s²}/w_0 = M e^{z/s²} with
+    # M = Kr/(1−r)^K, so |z*| ≥ s² implies |z*| ≤ s² log((α−1)M/s²).
+    log_m = math.log(K) + torch.log(q) - K * torch.log1p(-q)  # q < 1 here (callers replace q = 1)
+    log_ratio = torch.clamp(torch.log(alpha - 1.0) + log_m - 2.0 * torch.log(s), min=0.0)
+    z_rev = torch.minimum((alpha - 1.0) * K, s * s * torch.clamp(log_ratio, min=1.0))
     lo = -40.0 * s - (z_rev if reverse else torch.zeros_like(s))
     hi = (K if reverse else alpha * K) + 40.0 * s
     n = torch.ceil((hi - lo) / h).to(torch.int64) + 1

@@ -349,7 +349,9 @@ def test_fractional_orders_against_mpmath():
     # Oracle: mpmath 30-digit quadrature (independent of our grid, breakpoints at the peaks).
     # (2.5, 0.3, 0.3, 8): small σ, large K — the grid step is set by the singularities of R^β at
     # Im z = ±πs², which must not depend on K.
-    for alpha, r, s, K in [(2.5, 0.2, 0.5, 3), (1.3, 0.05, 1.0, 4), (6.7, 0.01, 2.0, 2), (2.5, 0.3, 0.3, 8)]:
+    # (20.5, 0.9, 5.0, 4): large σ and r — the insertion peak sits far left of 0 (≈ −s² log(αM/s²)).
+    cases = [(2.5, 0.2, 0.5, 3), (1.3, 0.05, 1.0, 4), (6.7, 0.01, 2.0, 2), (2.5, 0.3, 0.3, 8), (20.5, 0.9, 5.0, 4)]
+    for alpha, r, s, K in cases:
         fwd, rev = rdp_poisson_gaussian_group_terms(alpha, r, s, K)
         # rtol 2e-11: measured ≤ 2e-15 before the deliberate 1e-11 upward margin on Ψ − 1
         want_f, want_r = _mp_term(alpha, r, s, K, True), _mp_term(alpha, r, s, K, False)
