@@ -14,7 +14,9 @@ Resume. Every finished trial is appended to ``run_dir/trials.jsonl`` as one flus
 finished trials and runs only the missing ones: trial i draws everything from a seed derived
 from (seed, i), and trials are trained in a fixed partition of chunks (a chunk with a missing
 trial is re-run whole), so an interrupted and resumed game returns exactly the outcome of an
-uninterrupted one. Lines of another game (a different configuration) are refused.
+uninterrupted one (bit for bit on the same machine with the same torch thread settings; float
+reductions may round differently elsewhere). Lines of another game (a different configuration)
+are refused.
 
 >>> import torch, accountants as acc
 >>> from attacks import canaries, data, games, models

@@ -132,3 +132,45 @@ def test_kept_observations_reproduce_the_scores(white_setup, tmp_path):
     again = games.multi_run_game(setup, c.select([2]), n_trials=12, seed=8, run_dir=tmp_path, progress=False,
                                  keep_observations=True)  # everything read back from trials.jsonl
     assert torch.equal(again.observations, out.observations)
+
+
+_CHILD = """
+import torch
+torch.set_num_threads(1)  # the same thread setting as this test process: bit-identical reductions
+import accountants as acc
+from attacks import canaries, data, games, models
+d = data.digits().subset(slice(0, 30))
+setup = games.Setup(acc.DPSGD(1.0, acc.Poisson(0.5), steps=60), models.logistic_regression(64, 10), d)
+games.multi_run_game(setup, canaries.dirac([0], dim=650), n_trials=16, seed=21, chunk_size=2,
+                     run_dir={run_dir!r}, progress=False)
+"""
+
+
+def test_sigkill_midway_then_resume(tmp_path):
+    """A real kill: the game runs in a child process that receives SIGKILL after two trials are on disk."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    run_dir = tmp_path / "killed"
+    child = subprocess.Popen([sys.executable, "-c", _CHILD.format(run_dir=str(run_dir))])
+    path = run_dir / "trials.jsonl"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and child.poll() is None:
+        if path.exists() and len(path.read_bytes().splitlines()) >= 2:
+            os.kill(child.pid, signal.SIGKILL)
+            break
+        time.sleep(0.005)
+    child.wait()
+    n_before = len(path.read_bytes().splitlines())
+    assert child.returncode == -signal.SIGKILL, "the child finished before it could be killed"
+    assert 2 <= n_before < 16
+
+    d = data.digits().subset(slice(0, 30))
+    setup = games.Setup(acc.DPSGD(1.0, acc.Poisson(0.5), steps=60), models.logistic_regression(64, 10), d)
+    kw = dict(n_trials=16, seed=21, chunk_size=2, progress=False)
+    resumed = games.multi_run_game(setup, canaries.dirac([0], dim=650), run_dir=run_dir, **kw)
+    full = games.multi_run_game(setup, canaries.dirac([0], dim=650), run_dir=tmp_path / "full", **kw)
+    _equal(full, resumed)
