@@ -49,13 +49,17 @@ def register_step_rdp(sampling: type, neighbouring: Neighbouring, fn: StepRdp, *
 
 def unsupported_reason(spec: DPSGD) -> str | None:
     """Why no RDP theorem covers ``spec``, or None when one does. No side effects."""
+    from .group import MAX_GROUP_SIZE  # lazy: group.py imports this package's submodules
+
     if spec.group_size != 1 and not (
-        isinstance(spec.sampling, Poisson) and spec.neighbouring is Neighbouring.ADD_REMOVE
+        isinstance(spec.sampling, Poisson)
+        and spec.neighbouring is Neighbouring.ADD_REMOVE
+        and spec.group_size <= MAX_GROUP_SIZE
     ):
         return (
             f"group_size={spec.group_size} is covered by the RDP accountant only for sampling=poisson with "
-            "neighbouring=add-remove (Schuchardt et al. 2024 Thm 4.2); no implemented theorem covers group "
-            "privacy for this sampling/neighbouring combination"
+            f"neighbouring=add-remove and group_size <= {MAX_GROUP_SIZE} (Schuchardt et al. 2024 Thm 4.2, whose "
+            "evaluation cost grows with K); no implemented theorem covers group privacy otherwise"
         )
     key = (type(spec.sampling), spec.neighbouring)
     if key not in _STEP_RDP:

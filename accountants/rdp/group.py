@@ -70,6 +70,7 @@ __all__ = [
     "step_rdp_poisson_group",
 ]
 
+MAX_GROUP_SIZE = 64  # largest K the accountant accepts: one default-grid curve takes ~7 s at K = 64, σ = 1
 _MAX_ELEMS = 1 << 22  # tensor elements per chunk (≈ 32 MiB in float64)
 _CLOSED_FORM_MAX_DEGREE = 128  # closed form while α·K ≤ this (its cost grows as (αK)²); quadrature beyond
 _SERIES_TERMS = 24
@@ -85,7 +86,8 @@ THEOREM_TIGHT = "Schuchardt et al. 2024 Thm 4.2 (tight group-K Poisson-subsample
 def _group_size(group_size: int) -> int:
     if not isinstance(group_size, numbers.Real):
         raise TypeError(f"group_size must be an integer; got {type(group_size).__name__}")
-    check.integer(1, None, group_size=group_size)  # TypeError for bool or 2.5, ValueError for < 1
+    # TypeError for bool or 2.5, ValueError outside [1, 1024] (memory grows as K·αK beyond that)
+    check.integer(1, 1024, group_size=group_size)
     return int(group_size)
 
 

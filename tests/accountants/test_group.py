@@ -446,6 +446,7 @@ def test_batched_equals_loop():
     ("kwargs", "exc", "match"),
     [
         ({"group_size": 0}, ValueError, "group_size must be in"),
+        ({"group_size": 1025}, ValueError, r"group_size must be in \[1, 1024\]"),
         ({"group_size": 2.5}, TypeError, "group_size"),
         ({"group_size": True}, TypeError, "group_size"),
         ({"group_size": "2"}, TypeError, "group_size"),
@@ -513,6 +514,10 @@ def test_unsupported_group_combinations_are_rejected():
         assert not acc.supports(spec)
         with pytest.raises(acc.UnsupportedError, match="group_size=2"):
             acc.epsilon(spec, 1e-5)
+    too_big = acc.DPSGD(1.0, acc.Poisson(0.01), steps=10, group_size=65)  # evaluation cost grows with K
+    assert not acc.supports(too_big)
+    with pytest.raises(acc.UnsupportedError, match="group_size <= 64"):
+        acc.epsilon(too_big, 1e-5)
 
 
 def test_cli_group_size(capsys):
