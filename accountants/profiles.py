@@ -2,7 +2,7 @@
 
 A privacy profile is the whole curve δ_M(ε) = sup_{x≃x'} D_{e^ε}(M(x) ‖ M(x')) of hockey-stick
 divergences: M is (ε, δ)-DP iff δ ≥ δ_M(ε). Balle, Barthe, Gaboardi, "Privacy Amplification by
-Subsampling: Tight Analyses via Couplings and Divergences" (arXiv:1807.01647v2, NeurIPS 2018)
+Subsampling: Tight Analyses via Couplings and Divergences" (arXiv:1807.01647, NeurIPS 2018)
 give the exact profiles of the base mechanisms (Thms 3, 4), advanced joint convexity (Thm 2), and
 amplification theorems that map a base profile to the profile of the subsampled mechanism
 (Thms 8, 9, 10, 11). The randomized-membership mechanism (Lemma 12, Thm 13) attains them, so
@@ -68,7 +68,7 @@ def _eps(eps: Tensor | float) -> Tensor:
 def log_delta_gaussian(eps: Tensor | float, mu: Tensor | float) -> Tensor:
     """log δ(ε) of the Gaussian mechanism with sensitivity/σ = μ.  Bound: exact.
 
-    Balle, Barthe, Gaboardi (arXiv:1807.01647v2) Thm 4 (= Balle & Wang 2018, analytic Gaussian),
+    Balle, Barthe, Gaboardi (arXiv:1807.01647) Thm 4 (= Balle & Wang 2018, analytic Gaussian),
     Eq. (7): δ = Φ(a) − e^ε Φ(b), a = μ/2 − ε/μ, b = −μ/2 − ε/μ, for every ε ≥ 0, any dimension.
 
     Written as log δ = log Φ(a) + log(1 − e^d), d = ε + log Φ(b) − log Φ(a) ≤ 0. For a < 0 the
@@ -115,7 +115,7 @@ def delta_gaussian(eps: Tensor | float, mu: Tensor | float) -> Tensor:
 def delta_laplace(eps: Tensor | float, eta: Tensor | float) -> Tensor:
     """δ(ε) of the Laplace mechanism with sensitivity/b = η.  Bound: exact.
 
-    Balle, Barthe, Gaboardi (arXiv:1807.01647v2) Thm 3: δ = [1 − exp((ε − η)/2)]_+.
+    Balle, Barthe, Gaboardi (arXiv:1807.01647) Thm 3: δ = [1 − exp((ε − η)/2)]_+.
     """
     eps = _eps(eps)
     eta = as_float(eta, like=eps)
@@ -126,7 +126,7 @@ def delta_laplace(eps: Tensor | float, eta: Tensor | float) -> Tensor:
 def delta_randomized_response(eps: Tensor | float, p: Tensor | float) -> Tensor:
     """δ(ε) of binary randomized response that reports the truth with probability p.  Bound: exact.
 
-    Balle, Barthe, Gaboardi (arXiv:1807.01647v2) §5: φ_p(e^ε) = [(1 + e^ε)p − e^ε]_+ for
+    Balle, Barthe, Gaboardi (arXiv:1807.01647) §5: φ_p(e^ε) = [(1 + e^ε)p − e^ε]_+ for
     p ≥ 1/2; p < 1/2 is the same mechanism with the output relabelled (φ_{1−p}).
     """
     eps = _eps(eps)
@@ -144,7 +144,7 @@ def delta_randomized_response(eps: Tensor | float, p: Tensor | float) -> Tensor:
 def delta_gaussian_group(eps: Tensor | float, mu: Tensor | float, k: Tensor | float) -> Tensor:
     """Group-k profile of the Gaussian mechanism (white box: sensitivity kμ).  Bound: exact.
 
-    Balle, Barthe, Gaboardi (arXiv:1807.01647v2) §3 (group privacy): the triangle inequality gives
+    Balle, Barthe, Gaboardi (arXiv:1807.01647) §3 (group privacy): the triangle inequality gives
     group sensitivity ≤ kΔ, so δ_{M,k}(ε) = δ_M(ε; kμ). Beats the black-box bound everywhere.
     """
     k = as_float(k)
@@ -162,7 +162,7 @@ def delta_laplace_group(eps: Tensor | float, eta: Tensor | float, k: Tensor | fl
 def delta_group_black_box(profile: Profile, eps: Tensor | float, k: Tensor | float) -> Tensor:
     """Group-k profile from the single-record profile alone (black box), clipped at 1.  Bound: upper.
 
-    Balle, Barthe, Gaboardi (arXiv:1807.01647v2) §3, footnote (Vadhan 2017 Lemma 2.2):
+    Balle, Barthe, Gaboardi (arXiv:1807.01647) §3, footnote (Vadhan 2017 Lemma 2.2):
     δ_{M,k}(ε) ≤ min{1, (e^ε − 1)/(e^{ε/k} − 1) · δ_M(ε/k)}; the factor tends to k at ε = 0.
 
     Args:
@@ -189,7 +189,7 @@ def delta_group_black_box(profile: Profile, eps: Tensor | float, k: Tensor | flo
 def amplified_epsilon(eps: Tensor | float, gamma: Tensor | float) -> Tensor:
     """ε' = log(1 + γ(e^ε − 1)), the amplified ε of Thms 2/8/9/10.  Exact map.
 
-    Balle, Barthe, Gaboardi (arXiv:1807.01647v2) Thm 2 (ε-form); computed as
+    Balle, Barthe, Gaboardi (arXiv:1807.01647) Thm 2 (ε-form); computed as
     logaddexp(0, log γ + log(e^ε − 1)), stable for large ε and small γ.
     """
     eps = _eps(eps)
@@ -201,7 +201,7 @@ def amplified_epsilon(eps: Tensor | float, gamma: Tensor | float) -> Tensor:
 def base_epsilon(eps_amplified: Tensor | float, gamma: Tensor | float) -> Tensor:
     """The inverse map ε = log(1 + (e^{ε'} − 1)/γ).  Exact map.
 
-    Balle, Barthe, Gaboardi (arXiv:1807.01647v2) Thm 2: α = 1 + (α' − 1)/γ with α = e^ε.
+    Balle, Barthe, Gaboardi (arXiv:1807.01647) Thm 2: α = 1 + (α' − 1)/γ with α = e^ε.
     """
     eps_amplified = as_float(eps_amplified)
     check.in_range(0.0, None, closed="left", eps_amplified=eps_amplified)
@@ -247,7 +247,7 @@ def _wr_args(batch_size: Tensor | int, dataset_size: Tensor | int) -> tuple[Tens
 def amplify_poisson_remove_add(profile: Profile, eps: Tensor | float, rate: Tensor | float) -> Tensor:
     """Profile of M∘Poisson(γ) under remove/add from the base profile under remove/add.  Bound: upper.
 
-    Balle, Barthe, Gaboardi (arXiv:1807.01647v2) Thm 8: δ'(ε') ≤ γ·δ_M(ε) with
+    Balle, Barthe, Gaboardi (arXiv:1807.01647) Thm 8: δ'(ε') ≤ γ·δ_M(ε) with
     ε = log(1 + (e^{ε'} − 1)/γ). Tight: attained by randomized membership (Thm 13), and exact for
     one step of the Poisson-subsampled Gaussian or Laplace sum (removal direction).
 
@@ -265,7 +265,7 @@ def amplify_wor_substitution(
 ) -> Tensor:
     """Profile of M∘WOR(m of n) under substitution, from the base profile under substitution.  Bound: upper.
 
-    Balle, Barthe, Gaboardi (arXiv:1807.01647v2) Thm 9: δ'(ε') ≤ (m/n)·δ_M(ε),
+    Balle, Barthe, Gaboardi (arXiv:1807.01647) Thm 9: δ'(ε') ≤ (m/n)·δ_M(ε),
     ε = log(1 + (n/m)(e^{ε'} − 1)). Tight (Thm 13).
     """
     gamma = tv_wor(batch_size, dataset_size)
@@ -289,7 +289,7 @@ def amplify_wr_substitution(
 ) -> Tensor:
     """Profile of M∘WR(m draws from n) under substitution, from the group profiles.  Bound: upper.
 
-    Balle, Barthe, Gaboardi (arXiv:1807.01647v2) Thm 10, Eq. (12):
+    Balle, Barthe, Gaboardi (arXiv:1807.01647) Thm 10, Eq. (12):
     δ'(ε') ≤ Σ_{k=1}^{m} Bin(k; m, 1/n)·δ_{M,k}(ε), ε = log(1 + (e^{ε'} − 1)/γ), γ = 1 − (1 − 1/n)^m.
     Tight over mechanisms (Thm 13); ``group_profile(eps, k)`` is δ_{M,k} (e.g. white box
     :func:`delta_gaussian_group`, or :func:`delta_group_black_box`).
@@ -307,7 +307,7 @@ def amplify_wr_remove_add(
 ) -> Tensor:
     """Profile of M∘WR(m from n) under remove/add (hybrid: base profile under substitution).  Bound: upper.
 
-    Balle, Barthe, Gaboardi (arXiv:1807.01647v2) Thm 11, Eq. (13): the same sum as Thm 10, for
+    Balle, Barthe, Gaboardi (arXiv:1807.01647) Thm 11, Eq. (13): the same sum as Thm 10, for
     x ∈ 2^U_n and x' ≃_r x. The guarantee depends on the true size n of the larger dataset (the
     worst direction is |x| = n, |x'| = n − 1); there is no guarantee uniform over n. Not claimed
     tight.
@@ -321,7 +321,7 @@ def amplify_wr_remove_add(
 def hockey_stick(p: Tensor, q: Tensor, eps: Tensor | float) -> Tensor:
     """D_{e^ε}(p ‖ q) = Σ_z [p(z) − e^ε q(z)]_+ for pmfs on the last dimension.  Exact.
 
-    Balle, Barthe, Gaboardi (arXiv:1807.01647v2) Eq. (2). ``eps`` may be any real (orders below 1
+    Balle, Barthe, Gaboardi (arXiv:1807.01647) Eq. (2). ``eps`` may be any real (orders below 1
     are allowed here; Appendix A). Shapes broadcast; the pmf axis is the last one.
     """
     p = as_float(p)
@@ -335,7 +335,7 @@ def advanced_joint_convexity(
 ) -> Tensor:
     """γ·D_{e^ε_base}(μ1 ‖ (1−β)μ0 + βμ1'), equal to D_{e^ε}(μ ‖ μ').  Exact (an identity).
 
-    Balle, Barthe, Gaboardi (arXiv:1807.01647v2) Thm 2, Eq. (6): for μ = (1−γ)μ0 + γμ1 and
+    Balle, Barthe, Gaboardi (arXiv:1807.01647) Thm 2, Eq. (6): for μ = (1−γ)μ0 + γμ1 and
     μ' = (1−γ)μ0 + γμ1', with α' = e^ε, α = 1 + (α' − 1)/γ and β = α'/α,
     D_{α'}(μ ‖ μ') = γ·D_α(μ1 ‖ (1−β)μ0 + βμ1'). pmfs on the last dimension.
     """
@@ -351,7 +351,7 @@ def advanced_joint_convexity(
 def randomized_membership_output(p: Tensor | float, inclusion: Tensor | float) -> Tensor:
     """P[M^S_{v,p}(x) = 1] for the randomized-membership mechanism.  Exact.
 
-    Balle, Barthe, Gaboardi (arXiv:1807.01647v2) §5: M_{v,p}(y) = R_p(1[v ∈ y]); with
+    Balle, Barthe, Gaboardi (arXiv:1807.01647) §5: M_{v,p}(y) = R_p(1[v ∈ y]); with
     η = P[v ∈ S(x)] the output is 1 with probability (1 − η)(1 − p) + ηp.
     """
     p = as_float(p)
@@ -363,7 +363,7 @@ def randomized_membership_output(p: Tensor | float, inclusion: Tensor | float) -
 def randomized_membership_profile(eps: Tensor | float, p: Tensor | float, gamma: Tensor | float) -> Tensor:
     """Profile of randomized membership M^S_{v,p} under a natural subsampling with TV γ.  Bound: exact.
 
-    Balle, Barthe, Gaboardi (arXiv:1807.01647v2) Lemma 12, Eq. (14): δ(ε') = γ·φ_p(1 + (e^{ε'}−1)/γ),
+    Balle, Barthe, Gaboardi (arXiv:1807.01647) Lemma 12, Eq. (14): δ(ε') = γ·φ_p(1 + (e^{ε'}−1)/γ),
     i.e. [γ(2p − 1) − (e^{ε'} − 1)(1 − p)]_+ for p ≥ 1/2. It equals Thm 8/9/10 applied to the
     base profile φ_p, which shows those theorems are tight (Thm 13).
     """

@@ -1,7 +1,7 @@
 """Group privacy for subsampled mechanisms in RDP (Schuchardt, Stoian, Kosmala, Günnemann 2024).
 
 Schuchardt et al., "Group Privacy Amplification and Unified Amplification by Subsampling for
-Rényi Differential Privacy" (arXiv:2403.04867v1). A group of K records is inserted into or
+Rényi Differential Privacy" (arXiv:2403.04867). A group of K records is inserted into or
 removed from the dataset (relation ≃_{±K}: x ⊂ x', |x'| = |x| + K, or the reverse). Under
 Poisson subsampling with rate r the number of group members in a batch is Binomial(K, r), and
 for the Gaussian mechanism the worst case reduces to one dimension (Thm 4.2, App. H):
@@ -25,7 +25,7 @@ precision, as in :mod:`accountants.rdp.poisson`):
 * Everything else (the insertion term, fractional α, large α·K): the trapezoid rule on a
   uniform grid, vectorised over configurations and grid points, of N(z|0,s²)·φ_β(R(z) − 1),
   φ_β(x) = (1+x)^β − 1 − βx ≥ 0 (β = α or 1 − α; E[R − 1] = 0). The grid covers
-  [−40s − z_rev, αK + 40s] for removal (the integrand peaks near z ≈ αK, far in the tail) and
+  [−40s, αK + 40s] for removal (the integrand peaks near z ≈ αK, far in the tail) and
   [−40s − z_rev, K + 40s] for insertion, where z_rev bounds how far left the insertion peak sits.
   The integrand is analytic in a strip: as a polynomial in u = e^{z/s²}, R has coefficients
   C(K,k) r^k (1−r)^{K−k} e^{−k²/(2s²)}, i.e. the real-rooted (1 − r + ru)^K multiplied by the
@@ -260,7 +260,7 @@ def rdp_poisson_gaussian_group_terms(
 ) -> tuple[Tensor, Tensor]:
     """The removal and insertion terms of Thm 4.2, each as an RDP value.  Bound: exact (both directions).
 
-    Schuchardt et al. (arXiv:2403.04867v1) Thm 4.2: removal = D_α(Σ_k Bin(k|K,r) N(k, s²) ‖ N(0, s²)),
+    Schuchardt et al. (arXiv:2403.04867) Thm 4.2: removal = D_α(Σ_k Bin(k|K,r) N(k, s²) ‖ N(0, s²)),
     insertion = D_α(N(0, s²) ‖ Σ_k Bin(k|K,r) N(−k, s²)); s = σ (noise multiplier).
 
     Args:
@@ -291,7 +291,7 @@ def rdp_poisson_gaussian_group(
 ) -> Tensor:
     """RDP of the Poisson-subsampled Gaussian for a group of K records (inserted or removed).  Bound: upper, tight.
 
-    Schuchardt et al. (arXiv:2403.04867v1) Thm 4.2 (tightness: Thm G.3): ε(α) = max(removal,
+    Schuchardt et al. (arXiv:2403.04867) Thm 4.2 (tightness: Thm G.3): ε(α) = max(removal,
     insertion) of :func:`rdp_poisson_gaussian_group_terms`. For K = 1 this is exactly
     :func:`accountants.rdp.poisson.rdp_poisson_gaussian` (Mironov, Talwar, Zhang 2019; the removal
     direction dominates, ibid. Thm 5), which is returned unchanged.
@@ -321,7 +321,7 @@ def rdp_poisson_gaussian_group_removal_closed_form(
 ) -> Tensor:
     """Removal term of Thm 4.2 at integer α by the multinomial closed form.  Bound: exact.
 
-    Schuchardt et al. (arXiv:2403.04867v1) App. G.5 (with the α factors of the exponent restored):
+    Schuchardt et al. (arXiv:2403.04867) App. G.5 (with the α factors of the exponent restored):
     Ψ = Σ_{l_0+…+l_K=α} (α; l_0..l_K) Π_k w_k^{l_k} exp(((Σ_k k l_k)² − Σ_k k² l_k)/(2s²)).
     Evaluated by grouping compositions by A = Σ k l_k (module docstring). Cost O(α²K²) per
     configuration; exact for any α·K (no cut-off here).
@@ -358,7 +358,7 @@ def rdp_poisson_gaussian_group_quadrature(
 def rdp_group_mironov(rdp_single: Callable[[Tensor], Tensor], alpha: Tensor | float, group_size: int) -> Tensor:
     """Generic RDP group privacy: ε_K(α) = 3^{log2 K} ε_1(Kα) for α ≥ 2, K a power of 2.  Bound: upper.
 
-    Mironov (arXiv:1702.07476v3) Prop. 2 = Schuchardt et al. (arXiv:2403.04867v1) Prop. 2.10: an
+    Mironov (arXiv:1702.07476v3) Prop. 2 = Schuchardt et al. (arXiv:2403.04867) Prop. 2.10: an
     (α, ε)-RDP mechanism is (α/K, 3^{log2 K} ε)-RDP for pairs at distance K when 2K ≤ α.
 
     Args:
@@ -380,7 +380,7 @@ def rdp_group_holder_recursive(
 ) -> Tensor:
     """Group RDP by the Hölder recursion applied log2 K times.  Bound: upper.
 
-    Mironov (arXiv:1702.07476v3) Prop. 11 with p = q = 2 (Schuchardt et al. arXiv:2403.04867v1
+    Mironov (arXiv:1702.07476v3) Prop. 11 with p = q = 2 (Schuchardt et al. arXiv:2403.04867
     App. B.1, whose printed coefficient α/(α−1) of the second term is corrected to 1):
     ε_K(α) ≤ (α − 1/2)/(α − 1) · ε_{K/2}(2α) + ε_{K/2}(2α − 1), ε_1 = ``rdp_single``.
 
@@ -416,7 +416,7 @@ def rdp_poisson_gaussian_group_baseline(
 ) -> Tensor:
     """Baseline group RDP: Hölder recursion on the exact single-record Poisson Gaussian RDP.  Bound: upper.
 
-    Schuchardt et al. (arXiv:2403.04867v1) §5 baseline ("Zhu & Wang + B.1"); see
+    Schuchardt et al. (arXiv:2403.04867) §5 baseline ("Zhu & Wang + B.1"); see
     :func:`rdp_group_holder_recursive`. Only K a power of 2. Not tight.
     """
     alpha, q, sigma = _inputs(alpha, q, sigma)
@@ -461,7 +461,7 @@ def rdp_poisson_randomized_response_group(
 ) -> Tensor:
     """RDP of Poisson-subsampled randomized response for a group of K (inserted or removed).  Bound: upper, tight.
 
-    Schuchardt et al. (arXiv:2403.04867v1) Thm G.1 (tight: Thm G.2; second-term numerator
+    Schuchardt et al. (arXiv:2403.04867) Thm G.1 (tight: Thm G.2; second-term numerator
     exponent corrected to α). Ψ is convex in the mixture weight, so the maximum over the 2^{K+1}
     label patterns puts every batch that holds a group member on the opposite label: the bound
     equals the single-record two-point bound at the effective rate 1 − (1 − r)^K (checked against
@@ -485,7 +485,7 @@ def rdp_poisson_randomized_response_group_brute_force(
 ) -> Tensor:
     """Thm G.1 by enumerating all 2^{K+1} label patterns τ_1..τ_{K+1} ∈ {p, 1−p}.  Bound: upper, tight.
 
-    Schuchardt et al. (arXiv:2403.04867v1) Thm G.1: max over patterns of
+    Schuchardt et al. (arXiv:2403.04867) Thm G.1: max over patterns of
     Σ_z (Σ_i w_i |z−τ_i|)^α / |z−τ_1|^{α−1} and Σ_z |z−τ_1|^α / (Σ_i w_i |z−τ_i|)^{α−1},
     w_i = Bin(i−1 | K, r). Cost 2^{K+1}; use for K ≤ 12.
     """
@@ -512,7 +512,7 @@ def rdp_wor_randomized_response_substitution(
 ) -> Tensor:
     """RDP of randomized response under fixed-size sampling without replacement, substitution.  Bound: upper, tight.
 
-    Schuchardt et al. (arXiv:2403.04867v1) Thm 3.7 (tight: Thm F.1), w = q/N: the maximum over
+    Schuchardt et al. (arXiv:2403.04867) Thm 3.7 (tight: Thm F.1), w = q/N: the maximum over
     τ_1, τ_2, τ_4 ∈ {p, 1−p} of Σ_z ((1−w)|z−τ_1| + w|z−τ_2|)^α / ((1−w)|z−τ_1| + w|z−τ_4|)^{α−1},
     evaluated by enumerating the 8 patterns. Any real α > 1.
     """
@@ -539,7 +539,7 @@ def rdp_fixed_size_gaussian_add_remove(
 ) -> Tensor:
     """RDP of the Gaussian under fixed-size sampling without replacement, add/remove.  Bound: upper.
 
-    Schuchardt et al. (arXiv:2403.04867v1) Thm F.3 (printed "Poisson subsampling with rate r" is
+    Schuchardt et al. (arXiv:2403.04867) Thm F.3 (printed "Poisson subsampling with rate r" is
     a typo for WOR with batch size q; batch distance ≤ 2): for datasets with more than Q > q
     records, Ψ_α ≤ max_{N>Q} 2 Σ_{l=0}^{α} C(α,l) w^l (1−w)^{α−l} max_{d(y,y')≤2} Ψ_l, w = q/N.
     For the Gaussian, batch distance 2 is ℓ2 distance 2C, so Ψ_l = exp(2l(l−1)/σ²); the sum grows

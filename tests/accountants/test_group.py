@@ -1,4 +1,4 @@
-"""Group privacy in RDP (Schuchardt et al. 2024, arXiv:2403.04867v1) against reference values and oracles."""
+"""Group privacy in RDP (Schuchardt et al. 2024, arXiv:2403.04867) against reference values and oracles."""
 
 import itertools
 import json

@@ -1,4 +1,4 @@
-"""Privacy profiles and amplification by subsampling (Balle, Barthe, Gaboardi 2018, arXiv:1807.01647v2)."""
+"""Privacy profiles and amplification by subsampling (Balle, Barthe, Gaboardi 2018, arXiv:1807.01647)."""
 
 import itertools
 import json
