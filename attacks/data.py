@@ -124,7 +124,7 @@ def gaussian_classes(
     n: int = 1000, dim: int = 20, num_classes: int = 2, *, separation: float = 2.0, seed: int = 0,
     dtype: torch.dtype = torch.float64,
 ) -> Dataset:
-    """Synthetic Gaussian classes: class k has mean ``separation·e_k``-ish centre and identity covariance.
+    """Synthetic Gaussian classes: class k is N(c_k, I) with a random centre c_k of norm ``separation``.
 
     Centres are drawn once from N(0, I) and rescaled to norm ``separation``; labels are balanced
     (record i has label i mod K), then the rows are shuffled. Fully determined by ``seed``.

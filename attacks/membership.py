@@ -14,10 +14,11 @@ The Neyman–Pearson optimal statistic for "in" vs "out" is then the log-likelih
     Λ = Σ_t log Σ_k P(k_t = k) · exp((k a o_t − k² a² / 2) / σ²)
 
 with the law of k_t of the actual sampler (:func:`draw_law`): a per-step mixture, not a sum of
-Gaussians (Nasr et al. 2023, arXiv:2302.07956v1 §3, take q = 1 where the mixture collapses).
+Gaussians (Nasr et al. 2023, arXiv:2302.07956, audit at q = 1, where the mixture collapses to
+N(1, σ²) against N(0, σ²)). Bound: none (a score; the audit turns scores into lower bounds).
 
 Black box. Loss −ℓ(θ_T; x, y) and the logit-scaled confidence φ = z_y − log Σ_{y'≠y} e^{z_{y'}}
-(Carlini et al. 2022, arXiv:2112.03570v2 §4.2, Eq. 4, computed from logits in log space), and
+(the logit scaling of Carlini et al. 2022, arXiv:2112.03570, computed from logits in log space), and
 LiRA with shadow models, online (Gaussian LR of in vs out) or offline (one-sided test against
 the out distribution), with per-example or fixed (pooled) variance, models in eval mode.
 
@@ -218,7 +219,7 @@ def loss_scores(model: nn.Module, params: dict[str, Tensor], x: Tensor, y: Tenso
 def logit_confidence(model: nn.Module, params: dict[str, Tensor], x: Tensor, y: Tensor) -> Tensor:
     """Logit-scaled confidence φ = z_y − logsumexp_{y'≠y} z_{y'} of R stacked models on m records: (R, m).
 
-    Equal to log p_y − log(1 − p_y) (Carlini et al. 2022, Eq. 4) without forming 1 − p_y, which
+    Equal to log p_y − log(1 − p_y) (Carlini et al. 2022's logit scaling) without forming 1 − p_y, which
     rounds to 0 for confident models; evaluated in eval mode.
     """
     z = _models.logits(model, params, x)  # (R, m, K)

@@ -64,6 +64,19 @@ def test_models_do_not_depend_on_neighbours(digits100):
     assert torch.equal(together.batch_sizes[1], alone.batch_sizes[0])
 
 
+@pytest.mark.parametrize("which", [1, 2], ids=["mlp", "cnn"])
+def test_trains_every_model_kind(digits100, which):
+    model, d = _models_and_data(digits100)[which]
+    spec = acc.DPSGD(0.5, acc.FixedSize(16, 100), steps=3)
+    p0 = models.init_params(model, 2, [torch.Generator().manual_seed(s) for s in (0, 1)])
+    res = dpsgd.train(spec, model, d, clip_norm=1.0, learning_rate=0.5, n_models=2, params=p0,
+                      generator=[torch.Generator().manual_seed(s) for s in (2, 3)])
+    moved = (models.flatten(res.params) - models.flatten(p0)).norm(dim=1)
+    assert bool(torch.isfinite(moved).all())
+    assert bool((moved > 0).all())
+    assert res.batch_sizes.eq(16).all()
+
+
 def test_poisson_normalises_by_expected_batch_size(digits100):
     spec = acc.DPSGD(1.0, acc.Poisson(0.3), steps=20)
     res = dpsgd.train(spec, models.logistic_regression(64, 10), digits100, clip_norm=1.0, learning_rate=0.1,

@@ -101,6 +101,11 @@ def test_game_validation(white_setup, digits100):
     with pytest.raises(acc.UnsupportedError, match="needs a white-box view"):
         games.multi_run_game(setup, c.select([0]), threat=threat.BlackBox(), scores=[mia.LikelihoodRatio()],
                              n_trials=2, progress=False)
+    mis = canaries.mislabelled(digits100, 1, generator=torch.Generator().manual_seed(0))
+    with pytest.raises(acc.UnsupportedError, match="gradient canaries only"):
+        games.multi_run_game(setup, mis, n_trials=2, progress=False)
+    with pytest.raises(acc.UnsupportedError, match="needs input-space canaries"):
+        games.multi_run_game(setup, c.select([0]), threat=threat.BlackBox(), n_trials=2, progress=False)
     fixed = games.Setup(acc.DPSGD(1.0, acc.FixedSize(10, 100), steps=2), setup.model, digits100)
     with pytest.raises(ValueError, match="dataset_size must be 101"):
         games.multi_run_game(fixed, c.select([0]), n_trials=2, progress=False)
