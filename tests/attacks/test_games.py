@@ -179,3 +179,18 @@ def test_sigkill_midway_then_resume(tmp_path):
     resumed = games.multi_run_game(setup, canaries.dirac([0], dim=650), run_dir=run_dir, **kw)
     full = games.multi_run_game(setup, canaries.dirac([0], dim=650), run_dir=tmp_path / "full", **kw)
     _equal(full, resumed)
+
+
+def test_white_box_game_is_tight_at_q1(digits100):
+    """q = 1, T steps: the LLR of a Dirac canary is the Gaussian privacy loss, N(±μ²/2, μ²) with
+    μ = √T/σ (Dong, Roth, Su 2019, μ-GDP of the Gaussian mechanism composed T times), so the game
+    realises the claimed trade-off curve exactly (closed form; 5-SE seeded tolerances)."""
+    T, sigma, K = 4, 2.0, 400
+    mu = T**0.5 / sigma
+    setup = games.Setup(acc.DPSGD(sigma, acc.Poisson(1.0), steps=T), models.logistic_regression(64, 10),
+                        digits100.subset(slice(0, 20)))
+    out = games.multi_run_game(setup, canaries.dirac([0], dim=650), n_trials=K, seed=13, progress=False)
+    for s, sign in ((out.in_scores("llr"), 1), (out.out_scores("llr"), -1)):
+        n = s.numel()
+        assert abs(s.mean().item() - sign * mu**2 / 2) < 5 * mu / n**0.5
+        assert abs(s.var().item() - mu**2) < 5 * mu**2 * (2 / n) ** 0.5
