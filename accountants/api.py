@@ -15,7 +15,7 @@ from torch import Tensor
 from . import _validate as check
 from ._validate import UnsupportedError
 from .events import DPSGD, Composed
-from .orders import default_orders
+from .orders import default_orders, refine_orders
 from .rdp import delta_from_rdp, eps_from_rdp, rdp_poisson_gaussian, step_rdp, unsupported_reason
 from .results import DeltaBound, EpsilonBound
 
@@ -96,9 +96,11 @@ class RdpMethod:
 
     name = "rdp"
 
-    def __init__(self, orders: Tensor | None = None) -> None:
+    def __init__(self, orders: Tensor | None = None, refine: int = 8) -> None:
         self.orders = default_orders() if orders is None else torch.as_tensor(orders, dtype=torch.float64)
         check.in_range(1.0, None, closed="neither", orders=self.orders)
+        check.integer(0, None, refine=refine)
+        self.refine = int(refine)  # orders added on each side of the best one (0: the grid only)
 
     def unsupported(self, spec: Spec) -> str | None:
         for p in _parts(spec):
@@ -117,12 +119,21 @@ class RdpMethod:
             theorems.append(thm)
         return total, "; ".join(dict.fromkeys(theorems)) or None
 
+    def _refined(self, spec: Spec, best: Tensor) -> Tensor:
+        return refine_orders(self.orders, torch.nonzero(self.orders == best)[0, 0], self.refine)
+
     def epsilon(self, spec: Spec, delta: float) -> EpsilonBound:
         delta = _check_delta(delta)
         if not _parts(spec):
             return EpsilonBound(0.0, delta, method=self.name, theorem="empty composition")
         curve, thm = self.curve(spec)
         eps, order = eps_from_rdp(curve, self.orders, delta)
+        if self.refine and torch.isfinite(eps):
+            # Every order gives a valid bound: refining around the best one can only help.
+            fine = self._refined(spec, order)
+            eps_f, order_f = eps_from_rdp(self.curve(spec, fine)[0], fine, delta, warn=False)
+            if eps_f < eps:
+                eps, order = eps_f, order_f
         return EpsilonBound(float(eps), delta, method=self.name, order=float(order), theorem=thm)
 
     def delta(self, spec: Spec, epsilon: float) -> DeltaBound:
@@ -131,6 +142,11 @@ class RdpMethod:
             return DeltaBound(0.0, epsilon, method=self.name, theorem="empty composition")
         curve, thm = self.curve(spec)
         d, order = delta_from_rdp(curve, self.orders, epsilon)
+        if self.refine and d < 1.0:
+            fine = self._refined(spec, order)
+            d_f, order_f = delta_from_rdp(self.curve(spec, fine)[0], fine, epsilon, warn=False)
+            if d_f < d:
+                d, order = d_f, order_f
         return DeltaBound(float(d), epsilon, method=self.name, order=float(order), theorem=thm)
 
 
@@ -213,14 +229,23 @@ def poisson_epsilon(
     check.in_range(0.0, 1.0, closed="right", sample_rate=q)
     check.integer(1, None, steps=t)
     check.in_range(0.0, 1.0, closed="neither", delta=delta)
-    orders = (
-        default_orders(sigma.dtype, sigma.device)
-        if orders is None
-        else torch.as_tensor(orders, dtype=sigma.dtype, device=sigma.device)
-    )
+    refine = orders is None
+    if orders is None:
+        orders = default_orders(sigma.dtype, sigma.device)
+    else:
+        orders = torch.as_tensor(orders, dtype=sigma.dtype, device=sigma.device)
     sigma, q, t = torch.broadcast_tensors(sigma, q, t)
     curve = t[..., None] * rdp_poisson_gaussian(orders, q[..., None], sigma[..., None])
-    return eps_from_rdp(curve, orders, delta, warn=warn)
+    eps, order = eps_from_rdp(curve, orders, delta, warn=warn)
+    if refine:
+        # Local refinement around each configuration's best order (see accountants.orders).
+        idx = torch.searchsorted(orders, order.contiguous())
+        fine = refine_orders(orders, idx, 8)
+        curve_f = t[..., None] * rdp_poisson_gaussian(fine, q[..., None], sigma[..., None])
+        eps_f, order_f = eps_from_rdp(curve_f, fine, delta, warn=False)
+        better = eps_f < eps
+        eps, order = torch.where(better, eps_f, eps), torch.where(better, order_f, order)
+    return eps, order
 
 
 def calibrate(

@@ -18,7 +18,7 @@ from torch import Tensor
 
 from .._numerics import as_float
 
-__all__ = ["OrderGridWarning", "delta_from_rdp", "eps_from_rdp"]
+__all__ = ["OrderGridWarning", "delta_from_rdp", "eps_from_rdp", "eps_terms"]
 
 
 class OrderGridWarning(UserWarning):
@@ -47,6 +47,15 @@ def _warn_edge(best_idx: Tensor, orders: Tensor, finite: Tensor, what: str) -> N
         )
 
 
+def eps_terms(rdp: Tensor, orders: Tensor, delta: Tensor | float) -> Tensor:
+    """The per-order ε of Balle et al. 2020 Thm 21 (before the minimum), NaN mapped to +inf."""
+    rdp = as_float(rdp)
+    a = as_float(orders, like=rdp)
+    log_delta = torch.log(as_float(delta, like=rdp))[..., None]
+    eps = rdp + torch.log1p(-1.0 / a) - (log_delta + torch.log(a)) / (a - 1.0)
+    return torch.where(torch.isnan(eps), torch.full_like(eps, math.inf), eps)
+
+
 def eps_from_rdp(rdp: Tensor, orders: Tensor, delta: Tensor | float, *, warn: bool = True) -> tuple[Tensor, Tensor]:
     """ε at δ from an RDP curve (Balle et al. 2020 Thm 21).  Bound: upper.
 
@@ -61,11 +70,8 @@ def eps_from_rdp(rdp: Tensor, orders: Tensor, delta: Tensor | float, *, warn: bo
     """
     rdp = as_float(rdp)
     orders = as_float(orders, like=rdp)
-    delta = as_float(delta, like=rdp)
-    log_delta = torch.log(delta)[..., None]
+    eps = eps_terms(rdp, orders, delta)
     a = orders
-    eps = rdp + torch.log1p(-1.0 / a) - (log_delta + torch.log(a)) / (a - 1.0)
-    eps = torch.where(torch.isnan(eps), torch.full_like(eps, math.inf), eps)
     best, idx = torch.min(eps, dim=-1)
     best_order = torch.broadcast_to(a, eps.shape).gather(-1, idx[..., None]).squeeze(-1)
     if warn:

@@ -76,16 +76,25 @@ def run(args: argparse.Namespace) -> int:
     spec = spec_from_args(args)
     names = acc.methods() if args.method == "all" else [args.method]
     results: dict[str, dict[str, Any]] = {}
+    skipped: dict[str, str] = {}
     for name in names:
+        reason = acc.get_method(name).unsupported(spec)
+        if reason is not None and args.method == "all":
+            skipped[name] = reason  # --method all reports every method that covers the spec
+            continue
         if args.delta is not None:
             results[name] = acc.epsilon(spec, args.delta, method=name).to_dict()
         else:
             results[name] = acc.delta(spec, args.epsilon, method=name).to_dict()
+    if not results:
+        raise ValueError(
+            "no accounting method covers this combination: " + "; ".join(f"{k}: {v}" for k, v in skipped.items())
+        )
     if args.json:
         if len(names) == 1:
             out = {"format": JSON_FORMAT, "spec": _describe(spec), **results[names[0]]}
         else:
-            out = {"format": JSON_FORMAT, "spec": _describe(spec), "methods": results}
+            out = {"format": JSON_FORMAT, "spec": _describe(spec), "methods": results, "unsupported": skipped}
         json.dump(out, sys.stdout, sort_keys=True)
         sys.stdout.write("\n")
         return 0
@@ -107,4 +116,6 @@ def run(args: argparse.Namespace) -> int:
             print(f"  {name:>4}: delta <= {r['delta']:.6g} at epsilon = {r['epsilon']:g}{extra}  [upper bound]")
         if r.get("theorem"):
             print(f"        by: {r['theorem']}")
+    for name, why in skipped.items():
+        print(f"  {name:>4}: not available for this run ({why})")
     return 0
