@@ -179,7 +179,7 @@ def epsilon(spec: Spec, delta: float, method: str = "rdp") -> EpsilonBound:
     >>> import accountants as acc
     >>> spec = acc.DPSGD(1.1, acc.Poisson(256 / 60_000), steps=14_062)
     >>> round(acc.epsilon(spec, delta=1e-5).value, 4)
-    2.5966
+    2.5965
     """
     m = get_method(method)
     _require(spec, m)

@@ -95,27 +95,31 @@ def log_a_minus_one(alpha: Tensor, q: Tensor, sigma: Tensor) -> Tensor:
 
 
 def _integer(alpha: Tensor, q: Tensor, sigma: Tensor) -> Tensor:
-    """log Σ_{k=2}^{α} C(α,k)(1-q)^{α-k} q^k expm1((k²-k)/(2σ²)); 1-D inputs, integer α."""
+    """log Σ_{k=2}^{α} C(α,k)(1-q)^{α-k} q^k expm1((k²-k)/(2σ²)); 1-D inputs, integer α.
+
+    Each term splits as LB[α, k] + α·log(1−q) + H[(q, σ), k] with LB = log C(α, k) and
+    H = k·log(q/(1−q)) + log expm1((k²−k)/(2σ²)). LB is tabulated once per distinct order and H
+    once per distinct (q, σ), so the (element × k) work is two gathers, two adds and an exp.
+    """
     out = torch.empty_like(alpha)
-    # Bucket by α so that padding the k axis wastes at most 2× (no loop over orders: the
-    # buckets are powers of two, each evaluated as one padded tensor, chunked for memory).
+    ua, ia = torch.unique(alpha, return_inverse=True)
+    cfg, ic = torch.unique(torch.stack([q, sigma], dim=-1), dim=0, return_inverse=True)
+    uq, us = cfg[:, 0:1], cfg[:, 1:2]
+    l1q_e = torch.log1p(-q)
+    # Bucket by α so that padding the k axis wastes at most 2× (the buckets are powers of two,
+    # each evaluated as one padded tensor, chunked for memory; no loop over orders).
     hi = torch.ceil(torch.log2(alpha)).to(torch.int64)
     for b in torch.unique(hi).tolist():
         idx = torch.nonzero(hi == b).squeeze(-1)
         kmax = int(alpha[idx].max().item())
         k = torch.arange(2, kmax + 1, dtype=alpha.dtype, device=alpha.device)
+        lb = log_binom(ua[:, None], k)  # (U, K), −inf where k > α
+        h = k * (torch.log(uq) - torch.log1p(-uq)) + log_expm1((k * k - k) / (2.0 * us * us))  # (C, K)
         step = max(1, _MAX_ELEMS // max(1, k.numel()))
         for start in range(0, idx.numel(), step):
             j = idx[start : start + step]
-            a, qq, ss = alpha[j, None], q[j, None], sigma[j, None]
-            terms = (
-                log_binom(a, k)
-                + (a - k) * torch.log1p(-qq)
-                + k * torch.log(qq)
-                + log_expm1((k * k - k) / (2.0 * ss * ss))
-            )
-            terms = torch.where(k <= a, terms, torch.full_like(terms, -math.inf))
-            out[j] = torch.logsumexp(terms, dim=-1)
+            terms = lb[ia[j]] + h[ic[j]]
+            out[j] = torch.logsumexp(terms, dim=-1) + alpha[j] * l1q_e[j]
     return out
 
 

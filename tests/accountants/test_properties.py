@@ -14,7 +14,10 @@ steps = st.integers(1, 50_000)
 
 
 def eps(sigma, q, t, delta=1e-5):
-    e, _ = acc.poisson_epsilon(torch.tensor(sigma), torch.tensor(q), torch.tensor(float(t)), delta, warn=False)
+    f64 = torch.float64  # torch.tensor(0.3) would be float32 (0.30000001…): another configuration
+    e, _ = acc.poisson_epsilon(
+        torch.tensor(sigma, dtype=f64), torch.tensor(q, dtype=f64), torch.tensor(float(t), dtype=f64), delta, warn=False
+    )
     return e.item()
 
 
