@@ -14,7 +14,7 @@ Usage::
 
     python benchmarks/attacks.py                    # full: 1,000 runs × 100 steps
     python benchmarks/attacks.py --runs 200 --quick # a smaller smoke run
-    python benchmarks/attacks.py --threads 1 --dtype float32
+    python benchmarks/attacks.py --threads 0 --dtype float32   # torch's default threads, float32
 
 Timings depend on the machine's load; report the load average printed at the top.
 """
@@ -90,7 +90,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs", type=int, default=1000, help="models in the audit workload (default 1000)")
     ap.add_argument("--steps", type=int, default=100, help="DP-SGD steps per run (default 100)")
     ap.add_argument("--chunk", type=int, default=64, help="models trained at once (default 64)")
-    ap.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
+    ap.add_argument("--threads", type=int, default=1,
+                    help="torch intra-op threads (default 1: on a busy 2-core machine two threads per process "
+                         "spin against other work and were 3-7x slower here; 0 keeps torch's default)")
     ap.add_argument("--dtype", choices=["float64", "float32"], default="float64")
     ap.add_argument("--quick", action="store_true", help="fewer steps in the per-step comparisons")
     ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds of the per-step comparison")
