@@ -18,6 +18,17 @@ uninterrupted one (bit for bit on the same machine with the same torch thread se
 reductions may round differently elsewhere). Lines of another game (a different configuration)
 are refused.
 
+A line of ``trials.jsonl`` (JSON, keys sorted)::
+
+    {"game_id": "3f0c…",            # hash of the configuration; all lines of a file share it
+     "trial": 17,                    # run index, 0-based
+     "seed": 4242…,                  # the run's 63-bit seed (trial_seed(seed, trial))
+     "members": [true],              # membership games: canary in/out, one entry per canary
+     "target": 3,                    # reconstruction game instead: index of the true candidate
+     "scores": {"llr": [1.93], …},   # per score: one number per canary (per candidate)
+     "batch_size_mean": 63.8,        # realised draws per step, averaged over the run
+     "observations": [[…T…]]}        # only with keep_observations: per canary, o_1..o_T
+
 >>> import torch, accountants as acc
 >>> from attacks import canaries, data, games, models
 >>> d = data.digits().subset(slice(0, 100))
