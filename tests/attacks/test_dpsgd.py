@@ -8,7 +8,7 @@ import torch
 from scipy import stats
 
 import accountants as acc
-from attacks import canaries, dpsgd, models
+from attacks import canaries, dpsgd, models, samplers
 
 
 def _models_and_data(digits100):
@@ -78,11 +78,22 @@ def test_trains_every_model_kind(digits100, which):
 
 
 def test_poisson_normalises_by_expected_batch_size(digits100):
-    spec = acc.DPSGD(1.0, acc.Poisson(0.3), steps=20)
-    res = dpsgd.train(spec, models.logistic_regression(64, 10), digits100, clip_norm=1.0, learning_rate=0.1,
-                      generator=torch.Generator().manual_seed(0))
+    """One Poisson step (q = 0.3, σ ≈ 0): θ1 = θ0 − η Σ_{i∈B} clip(g_i) / (q·N), never / |B| (opacus #571)."""
+    model, lr = models.logistic_regression(64, 10), 0.1
+    spec = acc.DPSGD(1e-12, acc.Poisson(0.3), steps=1)
+    p0 = models.init_params(model, 1, torch.Generator().manual_seed(1))
+    res = dpsgd.train(spec, model, digits100, clip_norm=1.0, learning_rate=lr, params=p0,
+                      generator=torch.Generator().manual_seed(5))
+    # with params given, the model's generator draws the batch first: redraw it the same way
+    batch = samplers.sample_counts(spec.sampling, 1, torch.ones(100, dtype=torch.bool),
+                                   torch.Generator().manual_seed(5))[0].bool()
+    assert int(batch.sum()) == int(res.batch_sizes[0, 0]) != 30  # the realised size is not q·N ...
+    g = models.flatten(dpsgd.per_example_gradients(model, {k: v[0] for k, v in p0.items()},
+                                                   digits100.x[batch], digits100.y[batch]))
+    clipped = g * torch.clamp(1.0 / g.norm(dim=1, keepdim=True), max=1.0)
+    expect = models.flatten(p0)[0] - lr * clipped.sum(0) / 30.0  # ... and the divisor is q·N = 30
     assert res.expected_batch_size == pytest.approx(30.0)
-    assert len(set(res.batch_sizes[0].tolist())) > 1  # realised sizes vary, the normaliser does not
+    torch.testing.assert_close(models.flatten(res.params)[0], expect, atol=1e-10, rtol=0)
 
 
 def test_trainer_validates(digits100):
