@@ -6,6 +6,7 @@ so help text cannot go stale. Every method returns sound *upper* bounds.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Protocol
 
@@ -15,8 +16,9 @@ from torch import Tensor
 from . import _validate as check
 from ._validate import UnsupportedError
 from .events import DPSGD, Composed
-from .orders import default_orders, refine_orders
+from .orders import default_orders, near_one_orders
 from .rdp import delta_from_rdp, eps_from_rdp, rdp_poisson_gaussian, step_rdp, unsupported_reason
+from .rdp.conversion import minimise_over_orders
 from .results import DeltaBound, EpsilonBound
 
 __all__ = [
@@ -101,6 +103,8 @@ class RdpMethod:
         check.in_range(1.0, None, closed="neither", orders=self.orders)
         check.integer(0, None, refine=refine)
         self.refine = int(refine)  # orders added on each side of the best one (0: the grid only)
+        # Orders below the grid, tried only when the optimum is at its lower edge (default grid).
+        self.low_extension = near_one_orders() if orders is None else None
 
     def unsupported(self, spec: Spec) -> str | None:
         for p in _parts(spec):
@@ -119,35 +123,40 @@ class RdpMethod:
             theorems.append(thm)
         return total, "; ".join(dict.fromkeys(theorems)) or None
 
-    def _refined(self, spec: Spec, best: Tensor) -> Tensor:
-        return refine_orders(self.orders, torch.nonzero(self.orders == best)[0, 0], self.refine)
+    def _minimise(self, spec: Spec, convert, what: str) -> tuple[Tensor, Tensor, str | None]:
+        theorems: list[str | None] = []
+
+        def curve_at(o: Tensor) -> Tensor:
+            r, thm = self.curve(spec, o)
+            theorems.append(thm)  # the first call is on the base grid: its theorem is reported
+            return r
+
+        val, order = minimise_over_orders(
+            curve_at, convert, self.orders, low_extension=self.low_extension, refine=self.refine, what=what
+        )
+        return val, order, theorems[0]
 
     def epsilon(self, spec: Spec, delta: float) -> EpsilonBound:
         delta = _check_delta(delta)
         if not _parts(spec):
             return EpsilonBound(0.0, delta, method=self.name, theorem="empty composition")
-        curve, thm = self.curve(spec)
-        eps, order = eps_from_rdp(curve, self.orders, delta)
-        if self.refine and torch.isfinite(eps):
-            # Every order gives a valid bound: refining around the best one can only help.
-            fine = self._refined(spec, order)
-            eps_f, order_f = eps_from_rdp(self.curve(spec, fine)[0], fine, delta, warn=False)
-            if eps_f < eps:
-                eps, order = eps_f, order_f
+        eps, order, thm = self._minimise(spec, functools.partial(_eps_at, delta=delta), "ε(δ)")
         return EpsilonBound(float(eps), delta, method=self.name, order=float(order), theorem=thm)
 
     def delta(self, spec: Spec, epsilon: float) -> DeltaBound:
         epsilon = _check_epsilon(epsilon)
         if not _parts(spec):
             return DeltaBound(0.0, epsilon, method=self.name, theorem="empty composition")
-        curve, thm = self.curve(spec)
-        d, order = delta_from_rdp(curve, self.orders, epsilon)
-        if self.refine and d < 1.0:
-            fine = self._refined(spec, order)
-            d_f, order_f = delta_from_rdp(self.curve(spec, fine)[0], fine, epsilon, warn=False)
-            if d_f < d:
-                d, order = d_f, order_f
+        d, order, thm = self._minimise(spec, functools.partial(_delta_at, epsilon=epsilon), "δ(ε)")
         return DeltaBound(float(d), epsilon, method=self.name, order=float(order), theorem=thm)
+
+
+def _eps_at(curve: Tensor, orders: Tensor, *, delta: float, warn: bool = False) -> tuple[Tensor, Tensor]:
+    return eps_from_rdp(curve, orders, delta, warn=warn)
+
+
+def _delta_at(curve: Tensor, orders: Tensor, *, epsilon: float, warn: bool = False) -> tuple[Tensor, Tensor]:
+    return delta_from_rdp(curve, orders, epsilon, warn=warn)
 
 
 register_method(RdpMethod())
@@ -229,23 +238,21 @@ def poisson_epsilon(
     check.in_range(0.0, 1.0, closed="right", sample_rate=q)
     check.integer(1, None, steps=t)
     check.in_range(0.0, 1.0, closed="neither", delta=delta)
-    refine = orders is None
-    if orders is None:
-        orders = default_orders(sigma.dtype, sigma.device)
-    else:
-        orders = torch.as_tensor(orders, dtype=sigma.dtype, device=sigma.device)
+    default = orders is None
+    orders = default_orders(sigma.dtype, sigma.device) if default else torch.as_tensor(orders, dtype=sigma.dtype)
     sigma, q, t = torch.broadcast_tensors(sigma, q, t)
-    curve = t[..., None] * rdp_poisson_gaussian(orders, q[..., None], sigma[..., None])
-    eps, order = eps_from_rdp(curve, orders, delta, warn=warn)
-    if refine:
-        # Local refinement around each configuration's best order (see accountants.orders).
-        idx = torch.searchsorted(orders, order.contiguous())
-        fine = refine_orders(orders, idx, 8)
-        curve_f = t[..., None] * rdp_poisson_gaussian(fine, q[..., None], sigma[..., None])
-        eps_f, order_f = eps_from_rdp(curve_f, fine, delta, warn=False)
-        better = eps_f < eps
-        eps, order = torch.where(better, eps_f, eps), torch.where(better, order_f, order)
-    return eps, order
+
+    def curve_at(o: Tensor) -> Tensor:
+        return t[..., None] * rdp_poisson_gaussian(o, q[..., None], sigma[..., None])
+
+    return minimise_over_orders(
+        curve_at,
+        functools.partial(_eps_at, delta=delta),
+        orders,
+        low_extension=near_one_orders(sigma.dtype, sigma.device) if default else None,
+        refine=8 if default else 0,
+        warn=warn,
+    )
 
 
 def calibrate(

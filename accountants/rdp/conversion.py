@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Callable
 
 import torch
 from torch import Tensor
 
 from .._numerics import as_float
+from ..orders import refine_orders
 
-__all__ = ["OrderGridWarning", "delta_from_rdp", "eps_from_rdp", "eps_terms"]
+__all__ = ["OrderGridWarning", "delta_from_rdp", "eps_from_rdp", "eps_terms", "minimise_over_orders"]
 
 
 class OrderGridWarning(UserWarning):
@@ -96,3 +98,49 @@ def delta_from_rdp(rdp: Tensor, orders: Tensor, epsilon: Tensor | float, *, warn
     if warn:
         _warn_edge(idx, orders, best < 0.0, "δ(ε)")
     return torch.clamp(torch.exp(best), max=1.0), best_order
+
+
+def minimise_over_orders(
+    curve_at: Callable[[Tensor], Tensor],
+    convert: Callable[..., tuple[Tensor, Tensor]],
+    base: Tensor,
+    *,
+    low_extension: Tensor | None = None,
+    refine: int = 8,
+    warn: bool = True,
+    what: str = "ε(δ)",
+) -> tuple[Tensor, Tensor]:
+    """Minimise a conversion over orders: the base grid, a low extension, then local refinement.
+
+    Every order gives a valid bound, so each stage can only lower the result.
+
+    Args:
+        curve_at: orders of shape (A,) or (..., A) ↦ RDP curve of shape (..., A).
+        convert: (rdp, orders, warn=False) ↦ (value, best order), e.g. :func:`eps_from_rdp`
+            with δ bound (use ``functools.partial``).
+        base: sorted base grid (A,).
+        low_extension: sorted orders below ``base[0]``, evaluated only when some configuration's
+            best base order is ``base[0]``.
+        refine: orders added on each side of the best one (0: none).
+        warn: emit :class:`OrderGridWarning` when the optimum sits at an edge of the grid used.
+        what: the quantity named in the warning.
+
+    Returns:
+        (value, best order) with the configurations' shape.
+    """
+    grid = base
+    curve = curve_at(grid)
+    val, order = convert(curve, grid, warn=False)
+    if low_extension is not None and low_extension.numel() and bool((order == grid[0]).any()):
+        grid = torch.cat([low_extension, grid])
+        curve = torch.cat([curve_at(low_extension), curve], dim=-1)
+        val, order = convert(curve, grid, warn=False)
+    idx = torch.searchsorted(grid, order.contiguous())
+    if warn:
+        _warn_edge(idx, grid, torch.isfinite(val) & (val < 1.0 if what == "δ(ε)" else True), what)
+    if refine:
+        fine = refine_orders(grid, idx, refine)
+        val_f, order_f = convert(curve_at(fine), fine, warn=False)
+        better = val_f < val
+        val, order = torch.where(better, val_f, val), torch.where(better, order_f, order)
+    return val, order
