@@ -1,0 +1,63 @@
+"""``dpaudit check CLAIMS.toml [--junit FILE]``: CI gate on a privacy claim.
+
+Exit 0 when both the accountant and the audit support the claim; 1 when either does not (each
+reason is printed: the accountant's ε exceeds the claim, the audit's ε_lower exceeds it, or a
+confidence box lies below the accountant's own curve — a bug or broken DP); 2 on usage errors.
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+from xml.sax.saxutils import escape, quoteattr
+
+from .. import report, runs
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "check", help="CI gate: exit 0 if the claim holds, 1 if violated, 2 on usage errors",
+        description="Run the audits of CLAIMS.toml and decide its [claim] (epsilon, delta); epsilon = 0 claims "
+                    "the accountant's own epsilon for the configured spec.")
+    p.add_argument("claims", metavar="CLAIMS.toml", help="configuration with a [claim] section")
+    p.add_argument("--junit", default=None, metavar="FILE", help="also write a JUnit XML report")
+    p.add_argument("--out", default=None, help="keep the run folder here (default: a temporary folder)")
+    p.add_argument("--resume", action="store_true", help="continue an interrupted check in --out")
+
+
+def _junit(result: dict[str, Any], path: str) -> None:
+    cases = []
+    for a in result["audits"]:
+        c = a.get("claim") or {}
+        body = ""
+        if not c.get("holds", True):
+            msg = "; ".join(c.get("reasons", []))
+            body = f"<failure message={quoteattr(msg)}>{escape(msg)}</failure>"
+        cases.append(f'  <testcase classname="dpaudit.check" name={quoteattr(a["name"])} '
+                     f'time="{a["runtime_s"]["total"]}">{body}</testcase>')
+    fails = sum(1 for a in result["audits"] if not (a.get("claim") or {}).get("holds", True))
+    Path(path).write_text(f'<?xml version="1.0" encoding="utf-8"?>\n<testsuite name="dpaudit check" '
+                          f'tests="{len(cases)}" failures="{fails}">\n' + "\n".join(cases) + "\n</testsuite>\n",
+                          encoding="utf-8")
+
+
+def run(args: Any) -> int:
+    if not Path(args.claims).is_file():
+        raise ValueError(f"CLAIMS.toml {args.claims!r} does not exist")
+    with tempfile.TemporaryDirectory(prefix="dpaudit-check-") as tmp:
+        out = args.out if args.out is not None else Path(tmp) / "run"
+        folder, result = runs.execute(args.claims, out, resume=args.resume, progress=False, claim=True)
+        if args.out is not None:
+            report.render(folder, result)
+    print(report.summary_table(result))
+    if args.junit:
+        _junit(result, args.junit)
+    for a in result["audits"]:
+        c = a["claim"]
+        print(f"{a['name']}: claim (epsilon={c['epsilon']:.4g}, delta={c['delta']:g}) "
+              f"{'holds' if c['holds'] else 'VIOLATED'}")
+        for r in c["reasons"]:
+            print(f"  - {r}", file=sys.stderr if not c["holds"] else sys.stdout)
+    return 0 if result["claim"]["holds"] else 1

@@ -1,0 +1,329 @@
+"""Place the experiment on the theory: empirical points and boxes against analytical curves.
+
+The analytical curves of the audited spec come from the accountants (both are sound LOWER
+bounds on the true trade-off curve, so ``bound == "lower"``): the RDP-derived curve
+(``acc.tradeoff(spec, method="rdp")``) and the tight PLD curve (``method="pld"``) where the PLD
+accountant covers the spec.
+
+- **Violation test** (:func:`violation_test`): if some confidence box lies entirely below a sound
+  lower curve f, i.e. its upper corner has FNR_ub < f(FPR_ub) (or FPR_ub < f(FNR_ub), the other
+  ordering of the neighbouring pair), the mechanism that was run does NOT satisfy the claim. With
+  simultaneous boxes at confidence 1 − s, a correct implementation is flagged with probability
+  ≤ s. Reported as "bug or broken DP", never as noise.
+- **Tightness**: ε_lower / ε_tight and ε_lower / ε_rdp (both ε's are accountant upper bounds).
+- **Δ-divergences** Δ(theory‖empirical) and Δ(empirical‖theory) (Kaissis et al. 2024,
+  arXiv:2406.08918v1, Def. 1) between the analytical curve and the convex hull of the empirical
+  points; the hull is a point estimate, so both are ``*_estimate``.
+- **Reconstruction**: success rate with a Clopper–Pearson lower bound against the ReRo bound
+  1 − f(κ) (Hayes, Mahloujifar, Balle 2023, arXiv:2302.07225v3 Thm 2).
+
+>>> import numpy as np, accountants as acc
+>>> from scipy.stats import norm
+>>> q = (np.arange(1000) + 0.5) / 1000
+>>> pts = statistics.empirical_tradeoff(norm.ppf(q) + 1.0, norm.ppf(q))
+>>> violation_test(pts, acc.TradeOff.from_gdp(1.0)).violated, violation_test(pts, acc.TradeOff.from_gdp(0.2)).violated
+(False, True)
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import scipy.stats
+import torch
+
+import accountants as acc
+from accountants._validate import UnsupportedError
+from accountants.comparison import delta_divergence
+from accountants.events import DPSGD
+from accountants.reconstruction import rero_bound
+from accountants.tradeoff import TradeOff
+
+from . import statistics
+from .statistics import EmpiricalTradeOff, EpsilonLowerBound, GdpEstimate, ThresholdStrategy
+
+__all__ = [
+    "Curves",
+    "MembershipComparison",
+    "ReconstructionComparison",
+    "Violation",
+    "analytical_curves",
+    "compare_membership",
+    "compare_one_run",
+    "compare_reconstruction",
+    "violation_test",
+]
+
+_TOL = 1e-9  # numerical guard: a box must lie below the curve by more than this
+
+
+@dataclass
+class Curves:
+    """The analytical curves of one spec (sound lower bounds on its trade-off curve).
+
+    Attributes:
+        spec: the audited DP-SGD description.
+        rdp, tight: TradeOff or None when the method does not cover the spec.
+        epsilon_rdp, epsilon_tight: accountant ε (upper bounds) at ``delta``, or None.
+        epsilon_tight_lower: the PLD bracket's certified lower end, or None.
+        delta: δ.
+        notes: why a method is missing.
+    """
+
+    spec: DPSGD
+    delta: float
+    rdp: TradeOff | None = None
+    tight: TradeOff | None = None
+    epsilon_rdp: float | None = None
+    epsilon_tight: float | None = None
+    epsilon_tight_lower: float | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def best(self) -> TradeOff | None:
+        """The tightest available curve (PLD, else RDP)."""
+        return self.tight if self.tight is not None else self.rdp
+
+    @property
+    def epsilon_best(self) -> float | None:
+        """The smallest accountant ε (each is a sound upper bound)."""
+        vals = [v for v in (self.epsilon_tight, self.epsilon_rdp) if v is not None]
+        return min(vals) if vals else None
+
+
+def analytical_curves(spec: DPSGD, delta: float, *, methods: tuple[str, ...] = ("rdp", "pld")) -> Curves:
+    """Curves and ε of ``spec`` from every method in ``methods`` that covers it.  Bound: lower (curves), upper (ε)."""
+    if not isinstance(spec, DPSGD):
+        raise TypeError(f"spec must be an accountants.DPSGD; got {type(spec).__name__}")
+    out = Curves(spec, float(delta))
+    for method in methods:
+        try:
+            f = acc.tradeoff(spec, method=method)
+            e = acc.epsilon(spec, delta, method=method)
+        except UnsupportedError as exc:
+            out.notes.append(f"{method}: {exc}")
+            continue
+        if method == "rdp":
+            out.rdp, out.epsilon_rdp = f, float(e.value)
+        else:
+            out.tight, out.epsilon_tight, out.epsilon_tight_lower = f, float(e.value), e.lower
+    return out
+
+
+@dataclass(frozen=True)
+class Violation:
+    """Outcome of the box-below-curve test against one curve.
+
+    Attributes:
+        violated: True when some box lies entirely below the curve.
+        against: what the curve is (e.g. "tight (pld)" or "claim eps=2, delta=1e-05").
+        confidence: the boxes' simultaneous confidence.
+        threshold, fpr_upper, fnr_upper, curve_fnr: the worst box (largest gap), when any.
+        margin: max over boxes of f(FPR_ub) − FNR_ub (and the swapped ordering); > 0 ⇔ violated.
+    """
+
+    violated: bool
+    against: str
+    confidence: float
+    margin: float
+    threshold: float | None = None
+    fpr_upper: float | None = None
+    fnr_upper: float | None = None
+    curve_fnr: float | None = None
+
+    @property
+    def message(self) -> str:
+        if not self.violated:
+            return f"no violation of {self.against} (boxes at {self.confidence:.0%})"
+        return (f"VIOLATION of {self.against}: bug or broken DP — at threshold {self.threshold:.6g} the "
+                f"{self.confidence:.0%} box has FPR ≤ {self.fpr_upper:.4g} and FNR ≤ {self.fnr_upper:.4g}, "
+                f"below the curve's {self.curve_fnr:.4g}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"violated": self.violated, "against": self.against, "confidence": self.confidence,
+                "margin": self.margin, "threshold": self.threshold, "fpr_upper": self.fpr_upper,
+                "fnr_upper": self.fnr_upper, "curve_fnr": self.curve_fnr, "message": self.message}
+
+
+def violation_test(points: EmpiricalTradeOff, curve: TradeOff, *, against: str | None = None) -> Violation:
+    """Is some confidence box entirely below ``curve``?  Bound: false-alarm probability ≤ 1 − points.confidence.
+
+    A box [α_lo, α_hi] × [β_lo, β_hi] lies below a non-increasing f iff β_hi < f(α_hi). Both
+    orderings of the neighbouring pair are tested (α_hi < f(β_hi) too), which is valid for the
+    symmetric curves the accountants return and for claims of (ε, δ)-DP.
+
+    Args:
+        points: :func:`audit.statistics.empirical_tradeoff` output (multi-run design only).
+        curve: a sound lower bound on the claimed mechanism's trade-off (``bound`` "lower" or "exact").
+        against: label for reports (default: the curve's description).
+    """
+    if not isinstance(points, EmpiricalTradeOff):
+        raise TypeError(f"points must be an EmpiricalTradeOff; got {type(points).__name__}")
+    if not isinstance(curve, TradeOff):
+        raise TypeError(f"curve must be an accountants.TradeOff; got {type(curve).__name__}")
+    if curve.bound == "estimate":
+        raise ValueError("curve must be a sound bound (bound 'lower' or 'exact'); an estimate cannot be violated")
+    a_hi = torch.as_tensor(np.clip(points.fpr_hi, 0, 1), dtype=torch.float64)
+    b_hi = torch.as_tensor(np.clip(points.fnr_hi, 0, 1), dtype=torch.float64)
+    g1 = (curve(a_hi) - b_hi).numpy()  # > 0: the box is below f
+    g2 = (curve(b_hi) - a_hi).numpy()  # the other ordering
+    gap = np.maximum(g1, g2)
+    i = int(np.argmax(gap))
+    margin = float(gap[i])
+    label = against or curve.description
+    if margin <= _TOL:
+        return Violation(False, label, points.confidence, margin)
+    first = g1[i] >= g2[i]
+    t = float(points.thresholds[i])
+    return Violation(True, label, points.confidence, margin, t,
+                     float(points.fpr_hi[i] if first else points.fnr_hi[i]),
+                     float(points.fnr_hi[i] if first else points.fpr_hi[i]),
+                     float(curve(torch.tensor(float(a_hi[i] if first else b_hi[i])))))
+
+
+@dataclass
+class MembershipComparison:
+    """Everything the report says about one membership audit (multi-run or one-run).
+
+    Lower bounds: ``epsilon_lower`` (at ``delta``, confidence 1 − s). Upper bounds:
+    ``curves.epsilon_rdp``, ``curves.epsilon_tight``. Estimates: ``gdp``, the Δ's, ``tightness_*``.
+    """
+
+    epsilon_lower: EpsilonLowerBound
+    ceiling: float
+    curves: Curves
+    points: EmpiricalTradeOff | None = None
+    gdp: GdpEstimate | None = None
+    violations: list[Violation] = field(default_factory=list)
+    delta_theory_empirical_estimate: float | None = None
+    delta_empirical_theory_estimate: float | None = None
+    epsilon_lower_fdp: EpsilonLowerBound | None = None
+
+    @property
+    def violated(self) -> bool:
+        """A sound test found the run leaking more than its own accountant allows."""
+        return any(v.violated for v in self.violations)
+
+    @property
+    def tightness_tight(self) -> float | None:
+        e = self.curves.epsilon_tight
+        return None if not e else self.epsilon_lower.value / e
+
+    @property
+    def tightness_rdp(self) -> float | None:
+        e = self.curves.epsilon_rdp
+        return None if not e else self.epsilon_lower.value / e
+
+
+def _hull(points: EmpiricalTradeOff) -> TradeOff:
+    fpr = torch.as_tensor(points.roc_fpr if points.roc_fpr.size else points.fpr, dtype=torch.float64)
+    fnr = 1.0 - torch.as_tensor(points.roc_tpr, dtype=torch.float64) if points.roc_tpr.size else \
+        torch.as_tensor(points.fnr, dtype=torch.float64)
+    return TradeOff.from_points(fpr, fnr, bound="estimate", description="empirical convex hull")
+
+
+def compare_membership(in_scores, out_scores, spec: DPSGD, *, delta: float, significance: float = 0.05,
+                       strategy: ThresholdStrategy | None = None, curves: Curves | None = None) -> MembershipComparison:
+    """Multi-run audit of ``spec``: ε lower bound, ceiling, GDP estimate, violation tests, Δ's.
+
+    Args:
+        in_scores, out_scores: scores of independent trials (higher ⇒ member).
+        spec: the claimed DP-SGD description.
+        delta: δ for every ε.
+        significance: s; ε_lower and the boxes hold at 1 − s.
+        strategy: threshold strategy (default Bonferroni).
+        curves: precomputed :func:`analytical_curves` (they cost seconds).
+    """
+    curves = analytical_curves(spec, delta) if curves is None else curves
+    lb = statistics.epsilon_lower_bound(in_scores, out_scores, delta=delta, significance=significance,
+                                        strategy=strategy)
+    pts = statistics.empirical_tradeoff(in_scores, out_scores, significance=significance)
+    cmp = MembershipComparison(
+        lb, statistics.ceiling(lb.n_in, lb.n_out, delta=delta, significance=significance, strategy=strategy),
+        curves, pts, statistics.gdp_estimate(in_scores, out_scores, delta=delta, significance=significance))
+    theory = curves.best
+    if theory is not None:
+        label = "tight (pld) curve of the spec" if curves.tight is not None else "rdp curve of the spec"
+        cmp.violations.append(violation_test(pts, theory, against=label))
+        hull = _hull(pts)
+        cmp.delta_theory_empirical_estimate = float(delta_divergence(theory, hull).value)
+        cmp.delta_empirical_theory_estimate = float(delta_divergence(hull, theory).value)
+    return cmp
+
+
+def compare_one_run(scores, truth, spec: DPSGD, *, delta: float, significance: float = 0.05,
+                    curves: Curves | None = None) -> MembershipComparison:
+    """One-run audit (m canaries, one training run each): Steinke et al. bound, f-DP bound, and the ε test.
+
+    The violation test here is ε_lower > ε_tight (a sound lower bound above a sound upper bound);
+    confidence boxes do not apply to the canaries of one run.
+    """
+    curves = analytical_curves(spec, delta) if curves is None else curves
+    lb = statistics.epsilon_one_run(scores, truth, delta=delta, significance=significance)
+    fdp = statistics.epsilon_one_run_fdp(scores, truth, delta=delta, significance=significance) if delta > 0 else None
+    m = lb.n_in + lb.n_out
+    cmp = MembershipComparison(lb, statistics.ceiling_one_run(m, delta=delta, significance=significance), curves,
+                               epsilon_lower_fdp=fdp)
+    e = curves.epsilon_best
+    if e is not None:
+        violated = lb.value > e + _TOL
+        cmp.violations.append(Violation(violated, f"accountant epsilon {e:.4g}", 1 - significance, lb.value - e,
+                                        None, None, None, None))
+    return cmp
+
+
+@dataclass(frozen=True)
+class ReconstructionComparison:
+    """Reconstruction success against the ReRo bound.
+
+    Attributes:
+        trials, successes: counts.
+        success_rate: successes / trials (an estimate).
+        success_lower: one-sided Clopper–Pearson lower bound at 1 − s.  Bound: lower.
+        kappa: baseline success 1/n.
+        bound: 1 − f(κ) from the tight (else RDP) curve.  Bound: upper on the true success.
+        violated: success_lower > bound.
+    """
+
+    trials: int
+    successes: int
+    success_rate: float
+    success_lower: float
+    kappa: float
+    bound: float | None
+    confidence: float
+
+    @property
+    def violated(self) -> bool:
+        return self.bound is not None and self.success_lower > self.bound + _TOL
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"trials": self.trials, "successes": self.successes, "success_rate_estimate": self.success_rate,
+                "success_lower": self.success_lower, "kappa": self.kappa, "rero_bound_upper": self.bound,
+                "confidence": self.confidence, "violated": self.violated}
+
+
+def compare_reconstruction(successes, kappa: float, curves: Curves, *, significance: float = 0.05
+                           ) -> ReconstructionComparison:
+    """CP lower bound on the success probability against 1 − f(κ) (Hayes et al. 2023 Thm 2)."""
+    if hasattr(successes, "detach"):
+        successes = successes.detach().cpu().numpy()
+    s = np.asarray(successes).astype(bool).reshape(-1)
+    if s.size == 0:
+        raise ValueError("successes must hold at least one trial")
+    k, n = int(s.sum()), int(s.size)
+    statistics.clopper_pearson(k, n, significance)  # validates k, n and significance
+    lo = 0.0 if k == 0 else float(scipy.stats.beta.ppf(significance, k, n - k + 1))  # one-sided CP lower at s
+    f = curves.best
+    bound = None if f is None else float(rero_bound(f, kappa))
+    return ReconstructionComparison(n, k, k / n, lo, float(kappa), bound, 1 - significance)
+
+
+def tightness(lower: float, upper: float | None) -> float | None:
+    """ε_lower / ε_upper (None when the upper bound is missing or 0)."""
+    if upper is None or upper == 0 or math.isinf(upper):
+        return None
+    return lower / upper

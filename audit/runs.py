@@ -1,0 +1,372 @@
+"""Run folders: resolved config, append-only trial records, resume, results.
+
+Layout of ``runs/NAME/`` (DESIGN.md "Run folders")::
+
+    config.toml                  the fully resolved configuration, seeds included
+    audits/<variant>/trials.jsonl  one flushed JSON line per finished trial (attacks.games format)
+    result.json                  versioned results (audit.report.RESULT_FORMAT)
+    report.md, report.html, figures/*.png
+
+Each ``[[variant]]`` is one audit game, so each has its own trials file (a game refuses the
+lines of another). Resume: :func:`execute` with ``resume=True`` reads ``config.toml`` from the
+folder and calls the games again with the same run folders and seeds; the games keep every
+finished trial and run only the missing ones (attacks.games module doc), so an interrupted run
+loses nothing and ends with the same result. Nothing is loaded with pickle: only TOML and JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+import accountants as acc
+from accountants.events import DPSGD
+from attacks import canaries as canaries_mod
+from attacks import data as data_mod
+from attacks import faults as faults_mod
+from attacks import games, models
+from attacks import membership as mia
+from attacks.threat import BlackBox, WhiteBox
+
+from . import comparator, statistics
+from . import config as config_mod
+
+__all__ = ["RunError", "audit_variant", "build", "execute", "load_result", "spec_of"]
+
+CONFIG_FILE, RESULT_FILE = "config.toml", "result.json"
+
+
+class RunError(ValueError):
+    """A run folder that cannot be used as asked (exists without --resume, config mismatch, ...)."""
+
+
+def spec_of(v: dict[str, Any]) -> DPSGD:
+    """The claimed DP-SGD description of a variant (dataset_size counts the larger neighbour)."""
+    t, can, aud = v["training"], v["canary"], v["audit"]
+    extra = 1 if aud["game"] == "reconstruction" else can["count"]
+    match t["sampling"]:
+        case "poisson":
+            sampling = acc.Poisson(t["sample_rate"])
+        case "fixed_size":
+            sampling = acc.FixedSize(t["batch_size"], t["n_records"] + extra, replace=False)
+    neighbouring = {"add_remove": acc.Neighbouring.ADD_REMOVE, "replace_one": acc.Neighbouring.REPLACE_ONE}
+    return acc.DPSGD(t["noise_multiplier"], sampling, t["steps"], neighbouring=neighbouring[t["neighbouring"]])
+
+
+def _fault(t: dict[str, Any]) -> faults_mod.Fault | None:
+    match t["fault"]:
+        case "none":
+            return None
+        case "noise_missing_factor":
+            return faults_mod.NoiseMissingFactor(t["fault_factor"])
+        case "no_clipping":
+            return faults_mod.NoClipping()
+        case "realised_batch_normalisation":
+            return faults_mod.RealisedBatchNormalisation()
+        case "shuffled_batches":
+            return faults_mod.ShuffledBatches()
+
+
+def build(v: dict[str, Any]) -> tuple[games.Setup, Any, Any, list]:
+    """(Setup, canaries, threat, scores) of one resolved variant; everything seeded by audit.seed."""
+    t, can, att, aud = v["training"], v["canary"], v["attack"], v["audit"]
+    d = data_mod.load(t["dataset"])
+    if t["n_records"] > d.n:
+        raise ValueError(f"training.n_records must be ≤ {d.n} for dataset {t['dataset']!r}; got {t['n_records']}")
+    d = d.subset(slice(0, t["n_records"]))
+    in_features = int(np.prod(d.feature_shape))
+    match t["model"]:
+        case "logistic_regression":
+            model = models.logistic_regression(in_features, d.num_classes)
+        case "mlp":
+            model = models.mlp(in_features, t["hidden"], d.num_classes)
+    gen = torch.Generator().manual_seed(int(aud["seed"]))
+    m = can["count"]
+    if can["kind"] == "dirac":
+        p0 = {k: val[0] for k, val in models.init_params(model, 1, gen).items()}
+        dim = sum(val.numel() for val in p0.values())
+        quiet = canaries_mod.quiet_coordinates(model, p0, d, m)
+        c = canaries_mod.dirac(quiet, dim=dim, norm=can["norm"] * t["clip_norm"])
+    elif can["kind"] == "mislabelled":
+        c = canaries_mod.mislabelled(d, m, generator=gen)
+    elif can["kind"] == "blank":
+        c = canaries_mod.blank(d, m, generator=gen)
+    else:
+        c = canaries_mod.out_of_distribution(d, m, generator=gen)
+    threat = WhiteBox() if att["threat_model"] == "white_box" else BlackBox()
+    if att["score"] == "lira":
+        scores = [mia.LiRA(n_shadow=att["n_shadow"])]
+    else:
+        scores = [mia.score_from_name(att["score"])]
+    setup = games.Setup(spec_of(v), model, d, clip_norm=t["clip_norm"], learning_rate=t["learning_rate"],
+                        fault=_fault(t))
+    return setup, c, threat, scores
+
+
+def _strategy(name: str, seed: int) -> statistics.ThresholdStrategy:
+    match name:
+        case "bonferroni":
+            return statistics.Bonferroni()
+        case "split":
+            return statistics.Split(0.5, seed)
+        case "multi_split":
+            return statistics.MultiSplit(11, 0.5, seed)
+    raise ValueError(f"audit.threshold must be one of ['bonferroni', 'multi_split', 'split']; got {name!r}")
+
+
+def _curve_samples(f: acc.TradeOff | None) -> dict[str, list[float]] | None:
+    if f is None:
+        return None
+    a = torch.cat([torch.logspace(-6, -2, 60, dtype=torch.float64), torch.linspace(0.01, 1.0, 140,
+                                                                                     dtype=torch.float64)])
+    return {"alpha": a.tolist(), "beta": f(a).tolist()}
+
+
+def _steps_curve(spec: DPSGD, delta: float) -> dict[str, Any]:
+    """ε(δ) of the accountants against the number of steps (RDP from one composed curve; PLD at a few T)."""
+    from accountants.rdp.conversion import eps_from_rdp
+
+    T = spec.steps
+    steps = sorted({max(1, round(T * f)) for f in (0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0)})
+    out: dict[str, Any] = {"steps": steps}
+    try:
+        one = DPSGD(spec.noise_multiplier, spec.sampling, 1, neighbouring=spec.neighbouring,
+                    group_size=spec.group_size)
+        orders = acc.default_orders()
+        r1 = acc.rdp(one, orders)
+        out["epsilon_rdp"] = [float(eps_from_rdp(r1 * s, orders, delta)[0]) for s in steps]
+    except (acc.UnsupportedError, TypeError, IndexError) as exc:
+        out["epsilon_rdp"] = None
+        out["rdp_note"] = str(exc)
+    try:
+        out["epsilon_tight"] = [float(acc.epsilon(DPSGD(spec.noise_multiplier, spec.sampling, s,
+                                                        neighbouring=spec.neighbouring, group_size=spec.group_size),
+                                                  delta, method="pld").value) for s in steps]
+    except acc.UnsupportedError as exc:
+        out["epsilon_tight"] = None
+        out["pld_note"] = str(exc)
+    return out
+
+
+def _finite(x: float | None) -> float | None:
+    return None if x is None or not math.isfinite(x) else float(x)
+
+
+def audit_variant(v: dict[str, Any], run_dir: Path, *, progress: bool = False,
+                  claim: dict[str, float] | None = None) -> dict[str, Any]:
+    """Play one variant's game in ``run_dir`` (resuming what is there) and compare; a JSON-ready dict."""
+    t0 = time.perf_counter()
+    setup, c, threat, scores = build(v)
+    aud = v["audit"]
+    spec = setup.spec
+    name = mia.score_name(scores[0])
+    common = dict(threat=threat, seed=int(aud["seed"]), run_dir=run_dir, progress=progress)
+    match aud["game"]:
+        case "multi_run":
+            out = games.multi_run_game(setup, c, scores=scores, n_trials=aud["trials"],
+                                       chunk_size=aud["chunk_size"], **common)
+        case "one_run":
+            out = games.one_run_game(setup, c, scores=scores, n_runs=aud["trials"],
+                                     chunk_size=min(aud["chunk_size"], aud["trials"]), **common)
+        case "reconstruction":
+            out = games.reconstruction_game(setup, c, n_trials=aud["trials"], chunk_size=aud["chunk_size"], **common)
+            name = sorted(out.scores)[0]
+    t_game = time.perf_counter() - t0
+    delta, s = aud["delta"], aud["significance"]
+    curves = comparator.analytical_curves(spec, delta)
+    res: dict[str, Any] = {
+        "name": v["name"], "design": out.design.value, "threat_model": out.threat, "score": name,
+        "canary": v["canary"]["kind"], "fault": faults_mod.describe(setup.fault),
+        "spec": {"repr": repr(spec), "noise_multiplier": spec.noise_multiplier, "sampling": repr(spec.sampling),
+                 "steps": spec.steps, "neighbouring": spec.neighbouring.value},
+        "significance": s, "delta": delta, "seed": int(aud["seed"]),
+        "epsilon_rdp": _finite(curves.epsilon_rdp), "epsilon_tight": _finite(curves.epsilon_tight),
+        "epsilon_tight_lower": _finite(curves.epsilon_tight_lower), "accountant_notes": curves.notes,
+        "curves": {"rdp": _curve_samples(curves.rdp), "tight": _curve_samples(curves.tight)},
+        "steps_curve": _steps_curve(spec, delta),
+    }
+    if out.design is games.Design.RECONSTRUCTION:
+        rc = comparator.compare_reconstruction(out.successes(name), float(out.metadata["kappa"]), curves,
+                                               significance=s)
+        res.update({"trials": rc.trials, "reconstruction": rc.to_dict(), "violation": {
+            "violated": rc.violated, "against": "ReRo bound 1 - f(kappa)",
+            "message": (f"VIOLATION: reconstruction success ≥ {rc.success_lower:.4g} (at {1 - s:.0%}) exceeds the "
+                        f"bound {rc.bound:.4g}: bug or broken DP") if rc.violated else
+                       f"no violation: success ≥ {rc.success_lower:.4g} within the bound {rc.bound}"},
+            "epsilon_lower": None, "ceiling": None})
+    else:
+        sc, truth = out.scores[name], out.truth
+        if out.design is games.Design.MULTI_RUN:
+            cmp = comparator.compare_membership(sc[truth], sc[~truth], spec, delta=delta, significance=s,
+                                                strategy=_strategy(aud["threshold"], int(aud["seed"])),
+                                                curves=curves)
+        else:
+            cmp = comparator.compare_one_run(sc, truth, spec, delta=delta, significance=s, curves=curves)
+        viol = next((x for x in cmp.violations if x.violated), cmp.violations[0] if cmp.violations else None)
+        res.update({
+            "trials": int(aud["trials"]), "rows": int(sc.numel()),
+            "n_in": cmp.epsilon_lower.n_in, "n_out": cmp.epsilon_lower.n_out,
+            "epsilon_lower": cmp.epsilon_lower.to_dict(), "ceiling": cmp.ceiling,
+            "tightness_tight": cmp.tightness_tight, "tightness_rdp": cmp.tightness_rdp,
+            "gdp_estimate": cmp.gdp.to_dict() if cmp.gdp else None,
+            "epsilon_lower_fdp": cmp.epsilon_lower_fdp.to_dict() if cmp.epsilon_lower_fdp else None,
+            "violation": viol.to_dict() if viol else {"violated": False, "against": None,
+                                                        "message": "no analytical curve to test against"},
+            "delta_theory_empirical_estimate": cmp.delta_theory_empirical_estimate,
+            "delta_empirical_theory_estimate": cmp.delta_empirical_theory_estimate,
+            "points": cmp.points.to_dict() if cmp.points else None,
+            "roc": {"fpr": cmp.points.roc_fpr.tolist(), "tpr": cmp.points.roc_tpr.tolist()} if cmp.points else None,
+        })
+        if claim is not None:
+            res["claim"] = _check_claim(cmp, curves, claim, sc, truth, out.design, aud, spec)
+    res["runtime_s"] = {"game": round(t_game, 2), "total": round(time.perf_counter() - t0, 2)}
+    return res
+
+
+def _check_claim(cmp, curves, claim, sc, truth, design, aud, spec) -> dict[str, Any]:
+    """Does the claim (ε, δ) hold, by the accountant and by the audit?"""
+    d = claim["delta"]
+    eps_claim = claim["epsilon"]
+    if eps_claim == 0.0:  # "the accountant's own ε at the claim's δ"
+        e = comparator.analytical_curves(spec, d, methods=("pld",)).epsilon_best or \
+            comparator.analytical_curves(spec, d, methods=("rdp",)).epsilon_best
+        eps_claim = float(e)
+    acc_eps = None
+    for method in ("pld", "rdp"):
+        try:
+            val = float(acc.epsilon(spec, d, method=method).value)
+        except acc.UnsupportedError:
+            continue
+        acc_eps = val if acc_eps is None else min(acc_eps, val)
+    accountant_ok = acc_eps is not None and acc_eps <= eps_claim * (1 + 1e-9)
+    s = aud["significance"]
+    if design is games.Design.MULTI_RUN:
+        lb = statistics.epsilon_lower_bound(sc[truth], sc[~truth], delta=d, significance=s,
+                                            strategy=_strategy(aud["threshold"], int(aud["seed"]))).value
+        claim_curve = acc.TradeOff.from_dp_pairs(torch.tensor([eps_claim]), torch.tensor([d]))
+        v = comparator.violation_test(cmp.points, claim_curve, against=f"claim (eps={eps_claim:.4g}, delta={d:g})")
+        audit_ok = not v.violated and lb <= eps_claim
+        msg = v.message if v.violated else (f"epsilon_lower {lb:.4g} > claimed {eps_claim:.4g}" if lb > eps_claim
+                                            else "")
+    else:
+        lb = statistics.epsilon_one_run(sc, truth, delta=d, significance=s).value
+        audit_ok = lb <= eps_claim
+        msg = "" if audit_ok else f"one-run epsilon_lower {lb:.4g} > claimed {eps_claim:.4g}"
+    broken = cmp.violated
+    reasons = []
+    if not accountant_ok:
+        reasons.append(f"accountant: epsilon {acc_eps if acc_eps is not None else 'unavailable'} at delta={d:g} "
+                       f"exceeds the claimed {eps_claim:.4g}")
+    if not audit_ok:
+        reasons.append(f"audit: {msg}")
+    if broken:
+        reasons.append("audit: " + next(x.message for x in cmp.violations if x.violated))
+    return {"epsilon": eps_claim, "delta": d, "accountant_epsilon": acc_eps, "accountant_holds": accountant_ok,
+            "audit_epsilon_lower": lb, "audit_holds": audit_ok and not broken, "holds": not reasons,
+            "reasons": reasons}
+
+
+def execute(config_path: str | Path | None, out: str | Path | None, *, resume: bool = False,
+            progress: bool = True, claim: bool = False,
+            on_variant: Callable[[dict[str, Any]], None] | None = None) -> tuple[Path, dict[str, Any]]:
+    """Run (or resume) every audit of a configuration in a run folder; write config.toml and result.json.
+
+    Args:
+        config_path: TOML file, or None for the embedded default.
+        out: run folder (default ``runs/<config stem>-<UTC time>``).
+        resume: continue the run in ``out`` (its config.toml decides; a given config must match it).
+        progress: tqdm bars.
+        claim: also decide the configuration's [claim] (``dpaudit check``).
+        on_variant: called with each variant's result as soon as it is done.
+
+    Returns:
+        (run folder, result dict).
+    """
+    if out is None:
+        stem = "default" if config_path is None else Path(config_path).stem
+        out = Path("runs") / f"{stem}-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}"
+    out = Path(out)
+    cfg_file = out / CONFIG_FILE
+    if resume:
+        if not cfg_file.is_file():
+            raise RunError(f"--resume: {str(cfg_file)!r} does not exist; nothing to resume")
+        cfg = config_mod.load(cfg_file)
+        if config_path is not None and config_mod.load(config_path) != cfg:
+            raise RunError(f"--resume: {config_path} differs from the configuration in {str(cfg_file)!r}")
+    else:
+        if cfg_file.exists() or (out / "audits").exists():
+            raise RunError(f"run folder {str(out)!r} already holds a run; pass --resume to continue it, or choose "
+                           "another --out")
+        cfg = config_mod.load(config_path)
+        out.mkdir(parents=True, exist_ok=True)
+        cfg_file.write_text(config_mod.dumps(cfg), encoding="utf-8")
+    audits = []
+    for v in config_mod.variants(cfg):
+        r = audit_variant(v, out / "audits" / v["name"], progress=progress, claim=cfg["claim"] if claim else None)
+        audits.append(r)
+        if on_variant is not None:
+            on_variant(r)
+    result = _jsonable(summarise(cfg, audits))
+    (out / RESULT_FILE).write_text(json.dumps(result, indent=1, sort_keys=True, allow_nan=False) + "\n",
+                                   encoding="utf-8")
+    return out, result
+
+
+def _jsonable(x: Any) -> Any:
+    """JSON has no ±inf/NaN: non-finite floats become None (e.g. the threshold "+inf": say nothing)."""
+    if isinstance(x, dict):
+        return {k: _jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_jsonable(v) for v in x]
+    if isinstance(x, (float, np.floating)):
+        return float(x) if math.isfinite(x) else None
+    if isinstance(x, np.integer):
+        return int(x)
+    if isinstance(x, np.bool_):
+        return bool(x)
+    return x
+
+
+def summarise(cfg: dict[str, Any], audits: list[dict[str, Any]]) -> dict[str, Any]:
+    """The top-level result.json object (schema in audit.report)."""
+    from .report import RESULT_FORMAT
+
+    s = cfg["audit"]["significance"]
+    lbs = [(a["epsilon_lower"]["value"], a["name"]) for a in audits if a.get("epsilon_lower")]
+    k = max(1, len(lbs))
+    best = max(lbs) if lbs else (None, None)
+    return {
+        "format": RESULT_FORMAT,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "significance": s, "delta": cfg["audit"]["delta"],
+        "violation": any(a["violation"]["violated"] for a in audits),
+        "epsilon_lower": {"value": best[0], "audit": best[1], "bound": "lower",
+                          "confidence": max(0.0, 1 - k * s),
+                          "note": f"max over {k} audits; holds at 1 - {k}·significance (union bound)"},
+        "claim": ({"holds": all(a["claim"]["holds"] for a in audits if "claim" in a),
+                   "reasons": [f"{a['name']}: {r}" for a in audits if "claim" in a for r in a["claim"]["reasons"]]}
+                  if any("claim" in a for a in audits) else None),
+        "audits": audits,
+        "config": {k2: v for k2, v in cfg.items()},
+    }
+
+
+def load_result(run: str | Path) -> dict[str, Any]:
+    """The result.json of a finished run (JSON only; never pickle)."""
+    p = Path(run) / RESULT_FILE
+    if not p.is_file():
+        raise RunError(f"{str(p)!r} does not exist; is {str(run)!r} a finished run folder? (dpaudit run --resume "
+                       "finishes an interrupted one)")
+    res = json.loads(p.read_text(encoding="utf-8"))
+    from .report import RESULT_FORMAT
+
+    if res.get("format") != RESULT_FORMAT:
+        raise RunError(f"{str(p)!r} has format {res.get('format')!r}; this dpaudit reads {RESULT_FORMAT!r}")
+    return res
