@@ -9,6 +9,7 @@ one-step RDP curve and the name of the theorem that produced it. Later families 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor
@@ -36,42 +37,60 @@ __all__ = [
 
 # handler(spec, orders) -> (one-step RDP curve with shape of orders, theorem name)
 StepRdp = Callable[[DPSGD, Tensor], tuple[Tensor, str]]
-_STEP_RDP: dict[tuple[type, Neighbouring], StepRdp] = {}
 
 
-def register_step_rdp(sampling: type, neighbouring: Neighbouring, fn: StepRdp, *, force: bool = False) -> None:
-    """Register the one-step RDP handler for a (sampling type, relation) pair; refuses duplicates."""
+@dataclass(frozen=True)
+class _Handler:
+    fn: StepRdp
+    unsupported: Callable[[DPSGD], str | None] | None
+    max_group_size: int
+
+
+_STEP_RDP: dict[tuple[type, Neighbouring], _Handler] = {}
+
+
+def register_step_rdp(
+    sampling: type,
+    neighbouring: Neighbouring,
+    fn: StepRdp,
+    *,
+    unsupported: Callable[[DPSGD], str | None] | None = None,
+    max_group_size: int = 1,
+    force: bool = False,
+) -> None:
+    """Register the one-step RDP handler for a (sampling type, relation) pair; refuses duplicates.
+
+    Args:
+        fn: ``fn(spec, orders) -> (one-step RDP curve, theorem name)``.
+        unsupported: optional ``spec -> reason | None`` for finer limits of the handler's theorems
+            (consulted by ``supports``, ``epsilon`` and the CLI alike).
+        max_group_size: the largest ``group_size`` the handler's theorems cover.
+    """
     key = (sampling, neighbouring)
     if key in _STEP_RDP and not force:
         raise ValueError(f"an RDP handler for {sampling.__name__} / {neighbouring.value} is already registered")
-    _STEP_RDP[key] = fn
+    _STEP_RDP[key] = _Handler(fn, unsupported, int(max_group_size))
+
+
+def _sampling_name(spec: DPSGD) -> str:
+    if isinstance(spec.sampling, FixedSize):
+        return "fixed-wr" if spec.sampling.replace else "fixed-wor"
+    return "poisson"
 
 
 def unsupported_reason(spec: DPSGD) -> str | None:
     """Why no RDP theorem covers ``spec``, or None when one does. No side effects."""
-    from .group import MAX_GROUP_SIZE  # lazy: group.py imports this package's submodules
-
-    if spec.group_size != 1 and not (
-        isinstance(spec.sampling, Poisson)
-        and spec.neighbouring is Neighbouring.ADD_REMOVE
-        and spec.group_size <= MAX_GROUP_SIZE
-    ):
+    relation = spec.neighbouring.value.replace("_", "-")
+    handler = _STEP_RDP.get((type(spec.sampling), spec.neighbouring))
+    if handler is None:
+        return f"sampling={_sampling_name(spec)} with neighbouring={relation} is not supported by the RDP accountant"
+    if spec.group_size > handler.max_group_size:
         return (
-            f"group_size={spec.group_size} is covered by the RDP accountant only for sampling=poisson with "
-            f"neighbouring=add-remove and group_size <= {MAX_GROUP_SIZE} (Schuchardt et al. 2024 Thm 4.2, whose "
-            "evaluation cost grows with K); no implemented theorem covers group privacy otherwise"
+            f"group_size={spec.group_size} is not covered by the RDP accountant for sampling={_sampling_name(spec)} "
+            f"with neighbouring={relation} (largest covered group size: {handler.max_group_size}; group privacy "
+            "is implemented for poisson add-remove, Schuchardt et al. 2024 Thm 4.2)"
         )
-    key = (type(spec.sampling), spec.neighbouring)
-    if key not in _STEP_RDP:
-        name = {Poisson: "poisson", FixedSize: "fixed-size"}.get(type(spec.sampling), type(spec.sampling).__name__)
-        if isinstance(spec.sampling, FixedSize):
-            name = "fixed-wr" if spec.sampling.replace else "fixed-wor"
-        return (
-            f"sampling={name} with neighbouring={spec.neighbouring.value.replace('_', '-')} "
-            "is not supported yet by the RDP accountant"
-        )
-    handler_check = getattr(_STEP_RDP[key], "unsupported", None)  # optional per-handler refinement
-    return handler_check(spec) if handler_check is not None else None
+    return handler.unsupported(spec) if handler.unsupported is not None else None
 
 
 def step_rdp(spec: DPSGD, orders: Tensor) -> tuple[Tensor, str]:
@@ -83,7 +102,7 @@ def step_rdp(spec: DPSGD, orders: Tensor) -> tuple[Tensor, str]:
     reason = unsupported_reason(spec)
     if reason is not None:
         raise UnsupportedError(reason)
-    return _STEP_RDP[(type(spec.sampling), spec.neighbouring)](spec, orders)
+    return _STEP_RDP[(type(spec.sampling), spec.neighbouring)].fn(spec, orders)
 
 
 def _poisson_add_remove(spec: DPSGD, orders: Tensor) -> tuple[Tensor, str]:
@@ -96,7 +115,10 @@ def _poisson_add_remove(spec: DPSGD, orders: Tensor) -> tuple[Tensor, str]:
     return rdp_poisson_gaussian(orders, q, s), "Mironov-Talwar-Zhang 2019 (exact sampled Gaussian)"
 
 
-register_step_rdp(Poisson, Neighbouring.ADD_REMOVE, _poisson_add_remove)
+# Poisson add/remove covers groups through Schuchardt et al. 2024 Thm 4.2 (rdp/group.py).
+from .group import MAX_GROUP_SIZE  # noqa: E402
+
+register_step_rdp(Poisson, Neighbouring.ADD_REMOVE, _poisson_add_remove, max_group_size=MAX_GROUP_SIZE)
 
 
 # Fixed-size batches (Birrell et al. 2024) and Poisson under replace-one (ibid. Thm C.9).

@@ -842,13 +842,10 @@ def _poisson_replace_one_handler(spec, orders: Tensor) -> tuple[Tensor, str]:
     return res.rdp, f"poisson, replace-one: {res.theorem()}"
 
 
-_fixed_size_handler.unsupported = _fixed_size_unsupported  # type: ignore[attr-defined]
-
-
 def register_handlers(register) -> None:
     """Register the fixed-size and Poisson replace-one handlers with the RDP dispatch table."""
     from ..sampling import FixedSize, Poisson
 
-    register(FixedSize, Neighbouring.ADD_REMOVE, _fixed_size_handler)
-    register(FixedSize, Neighbouring.REPLACE_ONE, _fixed_size_handler)
+    register(FixedSize, Neighbouring.ADD_REMOVE, _fixed_size_handler, unsupported=_fixed_size_unsupported)
+    register(FixedSize, Neighbouring.REPLACE_ONE, _fixed_size_handler, unsupported=_fixed_size_unsupported)
     register(Poisson, Neighbouring.REPLACE_ONE, _poisson_replace_one_handler)
