@@ -87,8 +87,8 @@ def unsupported_reason(spec: DPSGD) -> str | None:
     if spec.group_size > handler.max_group_size:
         return (
             f"group_size={spec.group_size} is not covered by the RDP accountant for sampling={_sampling_name(spec)} "
-            f"with neighbouring={relation} (largest covered group size: {handler.max_group_size}; group privacy "
-            "is implemented for poisson add-remove, Schuchardt et al. 2024 Thm 4.2)"
+            f"with neighbouring={relation}: it covers group_size <= {handler.max_group_size} (group privacy is "
+            "implemented for poisson add-remove, Schuchardt et al. 2024 Thm 4.2)"
         )
     return handler.unsupported(spec) if handler.unsupported is not None else None
 
