@@ -119,7 +119,7 @@ def _naive_eps(m, r, v, delta, s):
     return lo
 
 
-@pytest.mark.parametrize("m,r,v,delta", [(200, 50, 45, 0.0), (200, 50, 45, 1e-5), (1000, 100, 100, 1e-5),
+@pytest.mark.parametrize(("m", "r", "v", "delta"), [(200, 50, 45, 0.0), (200, 50, 45, 1e-5), (1000, 100, 100, 1e-5),
                                          (60, 30, 20, 1e-3)])
 def test_one_run_bound_matches_naive(m, r, v, delta):
     for eps in (0.5, 2.0):
