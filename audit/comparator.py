@@ -136,8 +136,11 @@ class Violation:
 
     @property
     def message(self) -> str:
+        """One line for reports; a violation is always worded as "bug or broken DP"."""
         if not self.violated:
-            return f"no violation of {self.against} (boxes at {self.confidence:.0%})"
+            return f"no violation of {self.against} (at {self.confidence:.0%} confidence)"
+        if self.threshold is None:
+            return f"VIOLATION of {self.against}: bug or broken DP (at {self.confidence:.0%} confidence)"
         return (f"VIOLATION of {self.against}: bug or broken DP — at threshold {self.threshold:.6g} the "
                 f"{self.confidence:.0%} box has FPR ≤ {self.fpr_upper:.4g} and FNR ≤ {self.fnr_upper:.4g}, "
                 f"below the curve's {self.curve_fnr:.4g}")
@@ -270,8 +273,8 @@ def compare_one_run(scores, truth, spec: DPSGD, *, delta: float, significance: f
     e = curves.epsilon_best
     if e is not None:
         violated = lb.value > e + _TOL
-        cmp.violations.append(Violation(violated, f"accountant epsilon {e:.4g}", 1 - significance, lb.value - e,
-                                        None, None, None, None))
+        cmp.violations.append(Violation(violated, f"accountant epsilon {e:.4g} (one-run epsilon_lower "
+                                        f"{lb.value:.4g})", 1 - significance, lb.value - e))
     return cmp
 
 

@@ -1,0 +1,57 @@
+"""audit.runs: one-run and reconstruction games end to end, the run folder contract (no overwrite,
+resume only with the same configuration), and a report rendered from result.json alone."""
+
+import json
+
+import pytest
+import torch
+
+from audit import config, report, runs
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+Q1 = "[training]\nn_records = 20\nsample_rate = 1.0\nnoise_multiplier = 2.0\nsteps = 4\n"
+
+
+def test_one_run_game_uses_one_run_bounds(tmp_path):
+    cfg = config.loads(Q1 + '[canary]\ncount = 32\n[audit]\ngame = "one_run"\ntrials = 4\nchunk_size = 4\n')
+    r = runs.audit_variant(config.variants(cfg)[0], tmp_path)
+    assert r["design"] == "one_run" and r["epsilon_lower"]["method"] == "one_run"
+    assert r["points"] is None  # no multi-run boxes for the canaries of one run
+    assert 0 <= r["epsilon_lower"]["value"] <= r["ceiling"] and r["epsilon_lower"]["value"] < r["epsilon_tight"]
+    assert r["epsilon_lower_fdp"]["method"] == "one_run_fdp" and not r["violation"]["violated"]
+
+
+def test_reconstruction_game_against_rero(tmp_path):
+    cfg = config.loads(Q1 + '[canary]\ncount = 10\n[audit]\ngame = "reconstruction"\ntrials = 100\n')
+    r = runs.audit_variant(config.variants(cfg)[0], tmp_path)
+    rc = r["reconstruction"]
+    assert rc["kappa"] == pytest.approx(0.1) and rc["success_lower"] <= rc["success_rate_estimate"]
+    assert rc["success_lower"] <= rc["rero_bound_upper"] and not r["violation"]["violated"]
+
+
+def test_run_folder_contract(tmp_path):
+    c1, c2 = tmp_path / "a.toml", tmp_path / "b.toml"
+    c1.write_text(Q1 + "[audit]\ntrials = 40\nchunk_size = 40\n")
+    c2.write_text(Q1 + "[audit]\ntrials = 40\nchunk_size = 40\nseed = 1\n")
+    out = tmp_path / "run"
+    folder, res = runs.execute(c1, out, progress=False)
+    with pytest.raises(runs.RunError, match="--resume"):
+        runs.execute(c1, out, progress=False)
+    with pytest.raises(runs.RunError, match="differs"):
+        runs.execute(c2, out, resume=True, progress=False)
+    _, again = runs.execute(c1, out, resume=True, progress=False)  # nothing missing: same numbers
+    assert again["audits"][0]["epsilon_lower"] == res["audits"][0]["epsilon_lower"]
+    assert "seed = 0" in (out / "config.toml").read_text()
+    # the report needs result.json only
+    loaded = json.loads((out / "result.json").read_text())
+    paths = report.render(folder, loaded)
+    assert paths["html"].stat().st_size > 10_000 and (out / "figures").is_dir()
+    assert "eps_lower" in report.summary_table(loaded)
