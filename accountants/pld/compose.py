@@ -1,29 +1,25 @@
 """FFT composition of discretised steps and the certified bracket on δ(ε) and ε(δ).
 
-Composition. One ordered direction is composed over all its steps (heterogeneous parts allowed:
-Π_i φ_i^{T_i} of the parts' discrete Fourier transforms) with one real FFT of length N in
-float64 on the device of the step PMFs. The window of N lattice points is chosen by a Chernoff
-bound computed from the exact discrete moment generating functions, so that at most γ of mass
-lies below and at most γ above it; that mass wraps around (circular convolution) and is paid
-for in the bracket.
+One ordered direction is composed over all its steps (heterogeneous parts: Π_i φ_i^{T_i} of the
+parts' discrete Fourier transforms) by one batched real FFT of length N in float64 on the device
+of the step PMFs; three PMFs are composed at once: the pessimistic one (upper bound) and the
+test statistic under P and under Q (lower bound), see :mod:`.discretise`.
 
-Certificate (one ordered direction, T steps, lattice spacing h). Let S = ΣY_i be the true
-composed loss, S̃ = ΣỸ_i the discretised one, e_i = Ỹ_i − Y_i outside the truncation event E
-(e_i = 0 on it) with E[e_i] = μ_i ∈ [μ_lo, μ_hi] and e_i in an interval of length h. With
-f_ε(s) = (1 − e^{ε−s})_+, δ(ε) = E f_ε(S) (pairs: Zhu-Dong-Wang 2022 Thm 10). Hoeffding (1963,
-Thm 2) gives P(|Σ(e_i − μ_i)| ≥ t) ≤ β for t = h·√(T·log(1/β)/2), and f is monotone in s, so
+Window and wrap-around. The N lattice points are chosen by Chernoff bounds from the exact
+discrete moment generating functions, so that the mass of each composed PMF outside the window
+is bounded (γ's below); that mass wraps around in the circular convolution. With A_P, A_Q the
+computed masses of {S̃ ≥ s_i} under P and Q,
 
-    δ(ε) ≤ δ̃(ε + Σμ_lo − t) + β + 2γ + r                      (upper; the tails are coupled
-    δ(ε) ≥ δ̃(ε + Σμ_hi + t) − β − 2γ − P(E) − r                 monotonically, see discretise)
+    δ(ε) ≤ δ̃_up(ε) + γ_up + r_up                                    (upper)
+    δ(ε) ≥ max_i [A_P(i) − γ_P − r_P − e^ε (A_Q(i) + γ_Q + r_Q)]      (lower)
 
-with δ̃ the profile of the computed discrete distribution and r an allowance for FFT round-off
-(ten times N times the largest negative entry of the computed PMF, whose true entries are ≥ 0).
-This is the argument of Gopi, Lee, Wutschitz (arXiv:2106.02848v6, Thm 5.5) with the tails and
-the mean shift handled explicitly. ε(δ) brackets follow by inverting both sides exactly: δ̃ is
-piecewise of the form a − b·e^x between lattice points.
-
-Caveat (documented, not certified): float64 round-off in the CDF differences of the bin masses
-(≲ n·2⁻⁵³ per step in total variation, in practice far smaller) is not part of r.
+where γ_up bounds the pessimistic mass outside the window (both sides), γ_P the P-mass outside
+the window, γ_Q the Q-mass above it, and r an allowance for FFT round-off: ten times the largest
+negative entry of the computed PMF (whose true entries are ≥ 0) per entry, summed over the
+entries of each tail sum; on the Q side weighted by e^{−s_j} (tilted composition).
+This allowance is an estimate of the float64 FFT error, not a proof (documented caveat). Both sides are
+inverted exactly for ε(δ): δ̃_up is piecewise a − b·e^x between lattice points, and the lower
+bound is a maximum of lines in e^ε.
 """
 
 from __future__ import annotations
@@ -36,7 +32,7 @@ from torch import Tensor
 
 from .discretise import DiscreteStep
 
-__all__ = ["ComposedPLD", "compose", "fast_length"]
+__all__ = ["ComposedPLD", "compose", "fast_length", "window"]
 
 
 def fast_length(n: int) -> int:
@@ -55,172 +51,255 @@ def fast_length(n: int) -> int:
     return best
 
 
+def _rev_cumsum(x: Tensor) -> Tensor:
+    """out[i] = Σ_{j ≥ i} x[j], with out[N] = 0 appended."""
+    z = torch.zeros(1, dtype=x.dtype, device=x.device)
+    return torch.cat([torch.flip(torch.cumsum(torch.flip(x, [0]), 0), [0]), z])
+
+
+def _log_rev_exp_tail(x: Tensor, s: Tensor) -> Tensor:
+    """log Σ_{j≥i} x_j e^{−s_j} (x ≥ 0), with −inf appended at i = N."""
+    if float(s[-1] - s[0]) < 600.0:
+        # = log(Σ_{j≥i} x_j e^{s_0 − s_j}) − s_0: no overflow, no underflow.
+        return torch.log(_rev_cumsum(x * torch.exp(s[0] - s))) - s[0]
+    terms = torch.log(x) - s
+    rev = torch.flip(torch.logcumsumexp(torch.flip(terms, [0]), 0), [0])
+    return torch.cat([rev, torch.full((1,), -math.inf, dtype=x.dtype, device=x.device)])
+
+
+def _rev_exp_tail(x: Tensor, s: Tensor) -> Tensor:
+    """Σ_{j≥i} x_j e^{−s_j}, with 0 appended at i = N."""
+    return torch.exp(_log_rev_exp_tail(x, s))
+
+
 @dataclass(frozen=True)
 class ComposedPLD:
-    """The composed discrete privacy loss of one ordered direction, with its certificate.
+    """The composed discrete PLDs of one ordered direction, with the certificate.
 
-    ``pmf[i]`` is the mass at (k_start + i)·h. δ_upper(ε) = δ̃(ε + shift_lo) + slack_up and
-    δ_lower(ε) = δ̃(ε + shift_hi) − slack_low (module docstring).
+    Entry i of every array is the lattice point s_i = (k_start + i)·h.
     """
 
     k_start: int
-    pmf: Tensor
     h: float
     p_inf: float
-    steps: int
-    shift_lo: float
-    shift_hi: float
-    slack_up: float
-    slack_low: float
-    _tail: Tensor          # A_i = Σ_{j ≥ i} pmf_j                (N + 1,), A_N = 0
-    _log_tail_exp: Tensor  # log Σ_{j ≥ i} pmf_j e^{−s_j}         (N + 1,), −inf at N
+    slack_up: float        # γ_up: pessimistic mass outside the window
+    slack_p: float         # γ_P: P-mass outside the window
+    noise_up: float        # per-entry FFT round-off allowance, pessimistic PMF
+    noise_p: float         # per-entry FFT round-off allowance, P-PMF of the test statistic
+    _tail: Tensor          # Σ_{j ≥ i} up_j                  (N + 1,)
+    _log_tail_exp: Tensor  # log Σ_{j ≥ i} up_j e^{−s_j}     (N + 1,)
+    _tail_p: Tensor        # P(S̃ ≥ s_i) (computed)           (N + 1,)
+    _tail_q: Tensor        # upper bound on Q(S̃ ≥ s_i)        (N + 1,)
+
+    @property
+    def points(self) -> int:
+        return self._tail.numel() - 1
 
     @property
     def support(self) -> Tensor:
-        """The lattice values s_i = (k_start + i)·h of ``pmf``."""
-        return (self.k_start + torch.arange(self.pmf.numel(), dtype=self.pmf.dtype, device=self.pmf.device)) * self.h
+        """The lattice values s_i = (k_start + i)·h."""
+        return (self.k_start + torch.arange(self.points, dtype=torch.float64, device=self._tail.device)) * self.h
 
+    # ---- upper -------------------------------------------------------------------------------
     def delta_tilde(self, x: Tensor) -> Tensor:
-        """δ̃(x) = p_inf + Σ_{s_i > x} pmf_i (1 − e^{x − s_i}) at every entry of x."""
-        s = self.support
-        i = torch.searchsorted(s, x.contiguous(), right=True)
-        a = self._tail[i]
+        """δ̃_up(x) = p_inf + Σ_{s_i > x} up_i (1 − e^{x − s_i}) at every entry of x."""
+        i = torch.searchsorted(self.support, x.contiguous(), right=True)
         b = torch.exp(torch.clamp(x + self._log_tail_exp[i], max=700.0))
-        return torch.clamp(self.p_inf + a - b, min=0.0)
+        return torch.clamp(self.p_inf + self._tail[i] - b, min=0.0)
+
+    def _noise_above(self, x: Tensor) -> Tensor:
+        """Round-off allowance of the pessimistic tail sum over the entries s_j > x."""
+        i = torch.searchsorted(self.support, x.contiguous(), right=True)
+        return (self.points - i).to(torch.float64) * self.noise_up
 
     def solve(self, target: float) -> float:
-        """The x with δ̃(x) = target (δ̃ is continuous and non-increasing); ±inf at the ends."""
+        """The x with δ̃_up(x) = target (continuous, non-increasing); ±inf at the ends."""
         if target <= self.p_inf:
             return math.inf
-        total = self.p_inf + float(self._tail[0])
-        if target >= total:
+        if target >= self.p_inf + float(self._tail[0]):
             return -math.inf
         s = self.support
-        # D_i = δ̃(s_i); find the last i with D_i ≥ target, then solve on [s_i, s_{i+1}).
         d = self.p_inf + self._tail[1:] - torch.exp(torch.clamp(s + self._log_tail_exp[1:], max=700.0))
+        # The round-off allowance over the active entries is added to δ̃ before comparing.
+        n = self.points
+        d = d + (n - 1 - torch.arange(n, device=d.device)).to(d.dtype) * self.noise_up
         below = d < target
-        i = int(torch.argmax(below.to(torch.int8))) if bool(below.any()) else d.numel()
-        # i = first grid point with D < target; the root lies in [s_{i-1}, s_i) (or before s_0).
-        a = self.p_inf + float(self._tail[i])
-        return math.log(a - target) - float(self._log_tail_exp[i])
+        if not bool(below.any()):
+            return math.inf
+        i = int(torch.argmax(below.to(torch.int8)))
+        # i: first lattice point with δ̃_up + r < target; on [s_{i−1}, s_i) the active set is {j ≥ i}.
+        rest = self.p_inf + float(self._tail[i]) + (n - i) * self.noise_up - target
+        if rest <= 0.0:
+            return float(s[i - 1]) if i > 0 else -math.inf
+        return math.log(rest) - float(self._log_tail_exp[i])
 
     def delta_upper(self, eps: Tensor) -> Tensor:
         """Certified upper bound on δ(ε) of this direction."""
-        return torch.clamp(self.delta_tilde(eps + self.shift_lo) + self.slack_up, max=1.0)
-
-    def delta_lower(self, eps: Tensor) -> Tensor:
-        """Certified lower bound on δ(ε) of this direction."""
-        return torch.clamp(self.delta_tilde(eps + self.shift_hi) - self.slack_low, min=0.0)
+        return torch.clamp(self.delta_tilde(eps) + self._noise_above(eps) + self.slack_up, max=1.0)
 
     def epsilon_upper(self, delta: float) -> float:
-        """Certified upper bound on ε(δ) = inf{ε ≥ 0: δ(ε) ≤ δ} of this direction."""
+        """Certified upper bound on ε(δ) = inf{ε ≥ 0 : δ(ε) ≤ δ} of this direction."""
         target = delta - self.slack_up
         if target <= 0.0:
             return math.inf
-        return max(0.0, self.solve(target) - self.shift_lo)
+        return max(0.0, self.solve(target))
+
+    # ---- lower -------------------------------------------------------------------------------
+    def _noise_p_tail(self) -> Tensor:
+        n = self.points
+        return (n - torch.arange(n + 1, device=self._tail_p.device)).to(torch.float64) * self.noise_p
+
+    def delta_lower(self, eps: Tensor, chunk: int = 1 << 22) -> Tensor:
+        """Certified lower bound on δ(ε) of this direction (best threshold test)."""
+        a = self._tail_p - self.slack_p - self._noise_p_tail()
+        b = self._tail_q
+        flat = eps.reshape(-1)
+        out = torch.empty_like(flat)
+        step = max(1, chunk // a.numel())
+        for j in range(0, flat.numel(), step):
+            e = torch.exp(flat[j : j + step])[:, None]
+            out[j : j + step] = torch.clamp((a[None, :] - e * b[None, :]).amax(1), min=0.0)
+        return out.reshape(eps.shape)
 
     def epsilon_lower(self, delta: float) -> float:
-        """Certified lower bound on ε(δ) of this direction."""
-        return max(0.0, self.solve(delta + self.slack_low) - self.shift_hi)
+        """Certified lower bound on ε(δ): δ_lower(ε) ≤ δ ⇔ ε ≥ max_i log((A_P − δ)/A_Q)."""
+        num = self._tail_p - self.slack_p - self._noise_p_tail() - delta
+        ok = num > 0
+        if not bool(ok.any()):
+            return 0.0
+        den = self._tail_q
+        vals = torch.where(ok, torch.log(torch.where(ok, num, 1.0)) - torch.log(den), -math.inf)
+        return max(0.0, float(vals.max()))
 
 
-def _log_mgf(step: DiscreteStep, lam: Tensor) -> Tensor:
-    """log Σ_j pmf_j e^{λ l_j} for every λ (the finite part; a sub-probability)."""
-    pmf = step.pmf
-    l = (step.k_lo + torch.arange(pmf.numel(), dtype=pmf.dtype, device=pmf.device)) * step.h
-    logp = torch.log(pmf)
-    return torch.logsumexp(logp[None, :] + lam[:, None] * l[None, :], dim=1)
+def _log_mgf(pmf: Tensor, k_lo: int, h: float, lam: Tensor) -> Tensor:
+    """log Σ_j pmf_j e^{λ l_j} for every λ."""
+    l = (k_lo + torch.arange(pmf.numel(), dtype=pmf.dtype, device=pmf.device)) * h
+    return torch.logsumexp(torch.log(pmf)[None, :] + lam[:, None] * l[None, :], dim=1)
 
 
-def _window(steps: list[tuple[DiscreteStep, int]], gamma: float) -> tuple[int, int]:
-    """Lattice indices [k_a, k_b] with P(S̃ < k_a·h) ≤ γ and P(S̃ > k_b·h) ≤ γ (Chernoff)."""
-    h = steps[0][0].h
-    mean = 0.0
-    var = 0.0
-    for st, t in steps:
-        pmf = st.pmf
+def _chernoff(pmfs: list[tuple[Tensor, int, int]], h: float, lo: float, hi: float) -> tuple[float, float]:
+    """Bounds on the composed mass below ``lo`` and above ``hi`` (a sub-probability is fine):
+    P(S ≥ b) ≤ e^{K(λ) − λb}, P(S ≤ a) ≤ e^{K(−λ) + λa}, K = Σ T_i log M_i, at ten λ's
+    (2⁻⁸…2 times the Gaussian optimum: heavy right tails need small λ)."""
+    mean = var = 0.0
+    for pmf, k_lo, t in pmfs:
+        l = (k_lo + torch.arange(pmf.numel(), dtype=pmf.dtype, device=pmf.device)) * h
         mass = float(pmf.sum())
-        l = (st.k_lo + torch.arange(pmf.numel(), dtype=pmf.dtype, device=pmf.device)) * h
         m1 = float((pmf * l).sum()) / mass
-        m2 = float((pmf * (l - m1) ** 2).sum()) / mass
         mean += t * m1
-        var += t * m2
-    log_gamma = math.log(gamma)
-    lam_star = math.sqrt(2.0 * -log_gamma / max(var, h * h))
-    device = steps[0][0].pmf.device
-    lam = lam_star * torch.tensor([0.5, 1.0, 2.0], dtype=torch.float64, device=device)
-    k_pos = torch.zeros_like(lam)
-    k_neg = torch.zeros_like(lam)
+        var += t * float((pmf * (l - m1) ** 2).sum()) / mass
+    sd = math.sqrt(max(var, h * h))
+    out = []
+    for sign, edge in ((-1.0, lo), (1.0, hi)):
+        dist = max(sign * (edge - mean), sd)
+        lam = (dist / (sd * sd)) * 2.0 ** torch.arange(-8.0, 2.0, dtype=torch.float64)
+        lam = lam.to(pmfs[0][0].device)
+        k = sum(t * _log_mgf(pmf, k_lo, h, sign * lam) for pmf, k_lo, t in pmfs)
+        log_bound = float(torch.min(k - lam * sign * edge))
+        out.append(math.exp(min(0.0, log_bound)))
+    return out[0], out[1]
+
+
+def _moments(steps: list[tuple[DiscreteStep, int]], which: str) -> tuple[float, float]:
+    h = steps[0][0].h
+    mean = var = 0.0
     for st, t in steps:
-        k_pos = k_pos + t * _log_mgf(st, lam)
-        k_neg = k_neg + t * _log_mgf(st, -lam)
-    upper = float(torch.min((k_pos - log_gamma) / lam))   # P(S̃ ≥ B) ≤ e^{K(λ) − λB} ≤ γ
-    lower = float(torch.max((log_gamma - k_neg) / lam))   # P(S̃ ≤ A) ≤ e^{K(−λ) + λA} ≤ γ
-    upper = max(upper, mean)
-    lower = min(lower, mean)
-    return math.floor(lower / h) - 1, math.ceil(upper / h) + 1
+        pmf = getattr(st, which)
+        l = (st.k_lo + torch.arange(pmf.numel(), dtype=pmf.dtype, device=pmf.device)) * h
+        mass = float(pmf.sum())
+        m1 = float((pmf * l).sum()) / mass
+        mean += t * m1
+        var += t * float((pmf * (l - m1) ** 2).sum()) / mass
+    return mean, math.sqrt(max(var, h * h))
+
+
+_WHICH = ("upper", "lower_p", "lower_q_tilted")
+
+
+def _tails(steps: list[tuple[DiscreteStep, int]], k_a: int, n: int) -> list[tuple[float, float]]:
+    """Certified (below, above) composed masses outside lattice indices [k_a, k_a + n) per PMF."""
+    h = steps[0][0].h
+    lo_edge, hi_edge = (k_a - 0.5) * h, (k_a + n - 0.5) * h
+    return [_chernoff([(getattr(st, w), st.k_lo, t) for st, t in steps], h, lo_edge, hi_edge) for w in _WHICH]
+
+
+def window(steps: list[tuple[DiscreteStep, int]], gamma: float) -> tuple[int, int]:
+    """Lattice indices [k_a, k_b] outside which every composed PMF has certified mass ≤ γ per
+    side (Gaussian start, widened until the Chernoff bounds hold; at most 12 widenings)."""
+    h = steps[0][0].h
+    z = math.sqrt(2.0 * math.log(1.0 / gamma)) + 1.0
+    stats = [_moments(steps, w) for w in _WHICH]
+    lo = min(m - z * sd for m, sd in stats)
+    hi = max(m + z * sd for m, sd in stats)
+    for _ in range(12):
+        k_a, k_b = math.floor(lo / h) - 1, math.ceil(hi / h) + 1
+        tails = _tails(steps, k_a, k_b - k_a + 1)
+        below = max(b for b, _ in tails)
+        above = max(a for _, a in tails)
+        if below <= gamma and above <= gamma:
+            break
+        span = hi - lo
+        lo -= 0.5 * span if below > gamma else 0.0
+        hi += 0.5 * span if above > gamma else 0.0
+    return k_a, k_b
 
 
 def compose(
-    steps: list[tuple[DiscreteStep, int]], beta: float, gamma: float, window: tuple[int, int] | None = None
+    steps: list[tuple[DiscreteStep, int]], gamma: float, win: tuple[int, int] | None = None
 ) -> ComposedPLD:
     """Compose discretised steps (each ``(step, count)``) of one ordered direction by FFT.
 
     Args:
         steps: the parts, all on the same lattice spacing h and device.
-        beta: the Hoeffding failure probability (an additive δ slack).
-        gamma: the window's tail mass on each side (an additive δ slack, ×2).
-        window: ``_window(steps, gamma)`` when the caller has it already.
+        gamma: target tail mass outside the window (the certified masses are computed and paid).
+        win: ``window(steps, gamma)`` when the caller has it already.
 
     Returns:
         A :class:`ComposedPLD` carrying the certified bracket.
     """
     h = steps[0][0].h
-    device = steps[0][0].pmf.device
-    total_steps = sum(t for _, t in steps)
-    k_a, k_b = _window(steps, gamma) if window is None else window
+    device = steps[0][0].upper.device
+    k_a, k_b = window(steps, gamma) if win is None else win
     n = fast_length(k_b - k_a + 1)
-    spectrum = torch.ones(n // 2 + 1, dtype=torch.complex128, device=device)
+    k_a = k_b + 1 - n                                        # use the whole FFT length
+    spectrum = torch.ones(3, n // 2 + 1, dtype=torch.complex128, device=device)
     k0 = 0
     for st, t in steps:
-        arr = torch.zeros(n, dtype=torch.float64, device=device)
-        idx = torch.arange(st.pmf.numel(), device=device) % n   # fold a long step PMF (circular)
-        arr.index_add_(0, idx, st.pmf)
-        spectrum = spectrum * torch.pow(torch.fft.rfft(arr), t)
-        k0 += t * st.k_lo
-    circ = torch.fft.irfft(spectrum, n=n)
-    j_a = k_a - k0
-    pmf = torch.roll(circ, shifts=-(j_a % n))
-    noise = max(0.0, -float(pmf.min()))
-    fft_allow = 10.0 * n * noise
+        # Centre the step at index 0 (its mean lattice point): the spectrum then has a small
+        # phase, and the T-th power does not multiply a large phase's round-off by T.
+        pmf3 = torch.stack([st.upper, st.lower_p, st.lower_q_tilted])
+        lat = st.k_lo + torch.arange(st.upper.numel(), device=device)
+        centre = round(float((st.lower_p * lat.to(torch.float64)).sum()))
+        arr = torch.zeros(3, n, dtype=torch.float64, device=device)
+        arr.index_add_(1, (lat - centre) % n, pmf3)               # circular; folds long PMFs
+        spectrum = spectrum * torch.pow(torch.fft.rfft(arr, dim=1), t)
+        k0 += t * centre
+    circ = torch.fft.irfft(spectrum, n=n, dim=1)
+    pmf = torch.roll(circ, shifts=-((k_a - k0) % n), dims=1)   # pmf[:, i] ↔ lattice k_a + i
+    # FFT round-off allowance: per entry ten times the largest negative entry (true entries ≥ 0).
+    per_entry = torch.clamp(-pmf.amin(1), min=0.0) * 10.0
     pmf = torch.clamp(pmf, min=0.0)
+    up, pp, qt = pmf[0], pmf[1], pmf[2]
+    r_up, r_p, r_q = (float(v) for v in per_entry)
+    # Certified out-of-window masses of the three composed PMFs (Chernoff, exact discrete MGFs).
+    (u_lo, u_hi), (gp_lo, gp_hi), (_, gq_hi) = _tails(steps, k_a, n)
     s = (k_a + torch.arange(n, dtype=torch.float64, device=device)) * h
-    zero = torch.zeros(1, dtype=torch.float64, device=device)
-    tail = torch.cat([torch.flip(torch.cumsum(torch.flip(pmf, [0]), 0), [0]), zero])
-    if n * h < 600.0:
-        # Σ_{j≥i} p_j e^{−s_j} = e^{−s_0} Σ_{j≥i} p_j e^{s_0 − s_j}: no overflow, no underflow.
-        scaled = torch.flip(torch.cumsum(torch.flip(pmf * torch.exp(s[0] - s), [0]), 0), [0])
-        log_tail_exp = torch.cat([torch.log(scaled) - s[0], torch.full_like(zero, -math.inf)])
-    else:
-        logterms = torch.log(pmf) - s
-        log_tail_exp = torch.cat(
-            [torch.flip(torch.logcumsumexp(torch.flip(logterms, [0]), 0), [0]), torch.full_like(zero, -math.inf)]
-        )
-    t_hoeff = h * math.sqrt(total_steps * math.log(1.0 / beta) / 2.0)
-    mu_lo = sum(t * st.mu_lo for st, t in steps)
-    mu_hi = sum(t * st.mu_hi for st, t in steps)
+    # Q-masses from the tilted composition: Q̃^{*T}(s) = e^{−s}·(q e^l)^{*T}(s) (exact identity).
+    # A_Q(i) ≤ Σ_{j≥i} e^{−s_j}(qt_j + r_q) + e^{−b}·γ_q above the window edge b.
+    hi_edge = (k_a + n - 0.5) * h
+    tail_q = _rev_exp_tail(qt + r_q, s) + math.exp(-hi_edge) * gq_hi
     p_inf = -math.expm1(sum(t * math.log1p(-st.p_inf) for st, t in steps))
-    p_trunc = min(1.0, sum(t * st.p_trunc for st, t in steps))
     return ComposedPLD(
         k_start=k_a,
-        pmf=pmf,
         h=h,
         p_inf=p_inf,
-        steps=total_steps,
-        shift_lo=mu_lo - t_hoeff,
-        shift_hi=mu_hi + t_hoeff,
-        slack_up=beta + 2.0 * gamma + fft_allow,
-        slack_low=beta + 2.0 * gamma + p_trunc + fft_allow,
-        _tail=tail,
-        _log_tail_exp=log_tail_exp,
+        slack_up=u_lo + u_hi,
+        slack_p=gp_lo + gp_hi,
+        noise_up=r_up,
+        noise_p=r_p,
+        _tail=_rev_cumsum(up),
+        _log_tail_exp=_log_rev_exp_tail(up, s),
+        _tail_p=_rev_cumsum(pp),
+        _tail_q=tail_q,
     )

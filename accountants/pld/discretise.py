@@ -1,22 +1,23 @@
-"""Discretisation of a one-step privacy-loss distribution on the lattice {k·h}, with a certificate.
+"""Discretisation of one step on the lattice {k·h}: a pessimistic PMF and a test for the lower bound.
 
-For a pair (P, Q) with increasing loss L(x) = log p/q, Y = L(X), X ~ P, the discretised step is
+For a pair (P, Q) with increasing loss L(x) = log p/q, the lattice points l_k = k·h cut the x-axis
+at x_k = L⁻¹(l_k); bin k is [x_k, x_{k+1}), where L ∈ [l_k, l_{k+1}). Its exact masses p_k = P(bin)
+and q_k = Q(bin) are CDF differences of the two Gaussian mixtures. Write U = e^{−L} (X ~ P); the
+T-step profile is δ(ε) = E(1 − e^ε ΠU_i)_+, a convex non-increasing function of each U_i.
 
-* inside the region R = [x_lo, x_hi] (P(X < x_lo), P(X > x_hi) ≤ ``tail``): Y is rounded to the
-  *nearest* lattice point; the bin masses are exact CDF differences of P at the inverse images
-  of the bin edges (k ± ½)h, so the rounding error e = Ỹ − Y lies in [−h/2, h/2];
-* below R: the mass is *raised* to the lattice point ⌈L(x_lo)/h⌉·h (≥ every loss there);
-* above R: the mass is sent to +∞.
+Upper (pessimistic) PMF — connect-the-dots (Doroshenko, Ghazi, Kamath, Kumar, Manurangsi,
+PETS 2022, arXiv:2207.04380v1, §4): within bin k, U ∈ [e^{−l_{k+1}}, e^{−l_k}] is replaced by the
+two-point variable on those ends with the same conditional mean E[U | bin] = q_k/p_k (masses a_k
+at l_k and p_k − a_k at l_{k+1}). That is a mean-preserving spread of U, so by conditional Jensen,
+one factor at a time, E(1 − e^ε ΠŨ_i)_+ ≥ δ(ε) for every ε and T (no accumulated rounding bias,
+error O(T h²)). Mass with L below l_{k_lo} is raised to l_{k_lo}; mass with L ≥ l_{k_hi} goes to
++∞ (both monotone: they can only increase δ).
 
-Both tails together form the truncation event of a step, of probability ``p_trunc``. On it we
-set e = 0, so the e_i are i.i.d., bounded in an interval of length h, with mean
-μ = E[e] = Σ_k k·h·m_k − ∫_R L dP (``mu_lo ≤ μ ≤ mu_hi``: the integral is a composite
-Gauss–Legendre quadrature whose error is estimated by halving the panels). That is what
-:mod:`.compose` needs for the certified bracket (Hoeffding on Σ e_i; see its docstring).
-
-This is the discretisation of Gopi, Lee, Wutschitz (NeurIPS 2021, arXiv:2106.02848v6, §5:
-round to a grid, bound the composed rounding error by concentration), with the tails handled
-by a monotone coupling as in Meiser & Mohammadi (CCS 2018) / dp_accounting's pessimistic PLD.
+Lower PMFs — an explicit test: g(x) = the lattice point nearest to L(x) (clamped to the end
+points of the lattice) is a function of the output, so for every threshold τ the event A_τ = {Σ g(x_i) ≥ τ} gives
+δ(ε) ≥ P^T(A_τ) − e^ε Q^T(A_τ) (definition of the hockey-stick divergence). Both probabilities
+come from the PMFs of g under P (``lower_p``) and under Q (``lower_q``), composed exactly. The best
+τ is within O(h) of the Neyman–Pearson threshold, where dP ≈ e^ε dQ, so the loss is O(T h²) too.
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import numpy as np
 import torch
 from torch import Tensor
 
@@ -32,72 +32,61 @@ from .pairs import MixturePair
 
 __all__ = ["DiscreteStep", "discretise"]
 
-_U = 2.0**-52  # float64 unit round-off (machine epsilon)
-
 
 @dataclass(frozen=True)
 class DiscreteStep:
-    """One discretised step: ``pmf[j]`` is the mass at lattice point (k_lo + j)·h.
+    """One discretised step; index j of every PMF is the lattice point (k_lo + j)·h.
 
     Attributes:
-        k_lo: lattice index of ``pmf[0]``.
-        pmf: (n,) finite part of the distribution (raised lower tail included); sums to 1 − p_inf.
-        p_inf: mass at +∞ (the upper tail).
-        p_trunc: probability of the truncation event (both tails).
-        mu_lo, mu_hi: an interval containing the mean rounding error μ = E[e].
+        k_lo: lattice index of entry 0.
+        upper: (n,) pessimistic (connect-the-dots) PMF of the loss; sums to 1 − p_inf.
+        p_inf: mass of the pessimistic PMF at +∞.
+        lower_p, lower_q: (n,) PMFs of the test statistic g under P and under Q (each sums to 1);
+            ``lower_q_tilted`` = lower_q·e^{l} is what is composed (no underflow at large ε).
         h: lattice spacing.
     """
 
     k_lo: int
-    pmf: Tensor
+    upper: Tensor
     p_inf: float
-    p_trunc: float
-    mu_lo: float
-    mu_hi: float
+    lower_p: Tensor
+    lower_q: Tensor
     h: float
 
-
-def _gauss_legendre(n: int, dtype: torch.dtype, device: torch.device) -> tuple[Tensor, Tensor]:
-    x, w = np.polynomial.legendre.leggauss(n)
-    return torch.as_tensor(x, dtype=dtype, device=device), torch.as_tensor(w, dtype=dtype, device=device)
-
-
-def _integral_loss(pair: MixturePair, a: float, b: float, panels: int, device: torch.device) -> float:
-    """∫_a^b L(x) p(x) dx by composite 20-point Gauss–Legendre on ``panels`` equal panels."""
-    nodes, weights = _gauss_legendre(20, torch.float64, device)
-    edges = torch.linspace(a, b, panels + 1, dtype=torch.float64, device=device)
-    half = 0.5 * (edges[1:] - edges[:-1])
-    mid = 0.5 * (edges[1:] + edges[:-1])
-    x = mid[:, None] + half[:, None] * nodes[None, :]
-    f = pair.loss(x) * pair.pdf(x)
-    return float((half[:, None] * weights[None, :] * f).sum())
+    @property
+    def lower_q_tilted(self) -> Tensor:
+        """q_k·e^{l_k}: the Q-PMF tilted to the scale of P (composes to e^{s}·Q^{*T}(s))."""
+        return _tilted(self)
 
 
-def _mass_between(pair: MixturePair, x: Tensor) -> Tensor:
-    """P(x_j < X ≤ x_{j+1}) for consecutive entries of x, from the CDF where it is below 1/2
-    and from the survival function elsewhere (no cancellation near 1)."""
-    # Left of the median use CDF differences, right of it survival-function differences; the
-    # one bin that straddles the median is computed as 1 − P(X ≤ x_j) − P(X > x_{j+1}).
-    med = _median(pair)
-    upper = x > med
-    t = pair.tail_mass(x, upper)
-    left = t[1:] - t[:-1]
-    right = t[:-1] - t[1:]
-    across = 1.0 - t[:-1] - t[1:]
-    out = torch.where(upper[:-1], right, torch.where(upper[1:], across, left))
-    return torch.clamp(out, min=0.0)
-
-
-def _median(pair: MixturePair) -> float:
-    """A point m with P(X ≤ m) ≈ 1/2 (bisection on the mixture CDF; any m works for accuracy)."""
-    lo, hi = pair.x_range(0.25)
-    for _ in range(40):
+def _median(pair: MixturePair, of: str) -> float:
+    """A point with CDF ≈ 1/2 (only used to choose CDF or survival-function differences)."""
+    comps = pair.p_components() if of == "p" else pair.q_components()
+    lo = min(m for _, m in comps) - pair.sigma
+    hi = max(m for _, m in comps) + pair.sigma
+    for _ in range(30):
         mid = 0.5 * (lo + hi)
-        if float(pair.cdf(torch.tensor(mid, dtype=torch.float64))) < 0.5:
+        if float(pair.cdf(torch.tensor(mid, dtype=torch.float64), of)) < 0.5:
             lo = mid
         else:
             hi = mid
     return 0.5 * (lo + hi)
+
+
+def _masses(pair: MixturePair, x: Tensor, of: str) -> Tensor:
+    """Mass of every interval [x_j, x_{j+1}) plus the two tails: (len(x) + 1,) entries
+    [mass below x_0, bins..., mass above x_last]. CDF differences left of the median, survival
+    function differences right of it (no cancellation near 1)."""
+    med = _median(pair, of)
+    upper = x > med
+    t = pair.tail_mass(x, upper, of)
+    left = t[1:] - t[:-1]
+    right = t[:-1] - t[1:]
+    across = 1.0 - t[:-1] - t[1:]
+    inner = torch.where(upper[:-1], right, torch.where(upper[1:], across, left))
+    below = torch.where(upper[0], 1.0 - t[0], t[0]).reshape(1)
+    above = torch.where(upper[-1], t[-1], 1.0 - t[-1]).reshape(1)
+    return torch.clamp(torch.cat([below, inner, above]), min=0.0)
 
 
 def discretise(pair: MixturePair, h: float, tail: float, device: torch.device | None = None) -> DiscreteStep:
@@ -106,41 +95,50 @@ def discretise(pair: MixturePair, h: float, tail: float, device: torch.device | 
     Args:
         pair: a dominating pair with increasing loss.
         h: lattice spacing > 0.
-        tail: mass allowed below and above the region R (each side).
+        tail: the lattice covers L on [L(x_lo), L(x_hi)] with P(X < x_lo), P(X > x_hi) ≤ tail; the
+            pessimistic PMF sends the upper tail to +∞ (so ``p_inf`` ≤ tail).
         device: where the tensors live (default: torch's default device).
 
     Returns:
-        A :class:`DiscreteStep`. Bound: its rounding error is certified (|e| ≤ h/2 on R).
+        A :class:`DiscreteStep`. Bound: ``upper`` dominates the step (Jensen), the lower PMFs
+        describe an explicit test.
     """
     device = torch.empty(0).device if device is None else torch.device(device)
     f64 = dict(dtype=torch.float64, device=device)
     x_lo, x_hi = pair.x_range(tail)
-    ends = torch.tensor([x_lo, x_hi], **f64)
-    l_lo, l_hi = (float(v) for v in pair.loss(ends))
-    k_lo = math.floor(l_lo / h + 0.5)
-    k_hi = math.floor(l_hi / h + 0.5) + 1            # one spare point for the raised tail
-    n = k_hi - k_lo + 1
-    # Inner bin edges (k + ½)h for k = k_lo .. k_hi-1, mapped back to x; clamp to R.
-    edges_l = (torch.arange(k_lo, k_hi, **f64) + 0.5) * h
-    xe = torch.clamp(pair.loss_inverse(edges_l), min=x_lo, max=x_hi)
-    x_all = torch.cat([ends[:1], xe, ends[1:]])            # n + 1 points from x_lo to x_hi
-    masses = _mass_between(pair, x_all)                    # (n,), rounding to nearest inside R
-    p_lo = float(pair.cdf(ends[:1])[0])
-    p_hi = float(pair.sf(ends[1:])[0])
-    # μ = Σ_k l_k m_k − ∫_R L dP, computed before the raised tail is added (e = 0 there).
-    lattice = torch.arange(k_lo, k_hi + 1, **f64) * h
-    disc_mean = float((lattice * masses).sum())
-    # Panels resolve both the density (scale σ) and the loss's transition (scale σ²/shift).
-    scale = min(pair.sigma, pair.sigma**2 / float(getattr(pair, "shift", 1.0)))
-    panels = max(64, math.ceil((x_hi - x_lo) / (0.5 * scale)))
-    i1 = _integral_loss(pair, x_lo, x_hi, panels, device)
-    i2 = _integral_loss(pair, x_lo, x_hi, 2 * panels, device)
-    abs_mean = float((lattice.abs() * masses).sum())
-    # Quadrature error estimate (×10), round-off of the two sums, and of the n CDF differences.
-    err = 10.0 * abs(i1 - i2) + 8.0 * _U * abs_mean + _U * n * float(lattice.abs().max())
-    mu = disc_mean - i2
-    # Raise the lower tail to the first lattice point ≥ L(x_lo) (monotone coupling, upper side).
-    k_raise = math.ceil(l_lo / h) - k_lo
-    masses = masses.clone()
-    masses[k_raise] += p_lo
-    return DiscreteStep(k_lo=k_lo, pmf=masses, p_inf=p_hi, p_trunc=p_lo + p_hi, mu_lo=mu - err, mu_hi=mu + err, h=h)
+    l_lo, l_hi = (float(v) for v in pair.loss(torch.tensor([x_lo, x_hi], **f64)))
+    k_lo = math.floor(l_lo / h)
+    k_hi = max(math.ceil(l_hi / h), k_lo + 1)
+    k = torch.arange(k_lo, k_hi + 1, **f64)                 # n = k_hi − k_lo + 1 lattice points
+    xe = pair.loss_inverse(k * h)                           # bin edges in x (±inf out of range)
+    p = _masses(pair, xe, "p")                              # [below, n − 1 bins, above]
+    q = _masses(pair, xe, "q")
+    p_in, q_in = p[1:-1], q[1:-1]
+    # Connect-the-dots split of bin k between l_k (a_k) and l_{k+1} (p_k − a_k), preserving
+    # Q(bin) = a_k e^{−l_k} + (p_k − a_k) e^{−l_{k+1}}:
+    #   a_k = (q_k e^{l_k} − p_k e^{−h}) / (1 − e^{−h}),   clamped to [0, p_k] against round-off.
+    lk = k[:-1] * h
+    a = (q_in * torch.exp(lk) - p_in * math.exp(-h)) / -math.expm1(-h)
+    a = torch.minimum(torch.clamp(a, min=0.0), p_in)
+    zero = torch.zeros(1, **f64)
+    upper = torch.cat([a, zero]) + torch.cat([zero, p_in - a])
+    upper[0] += p[0]                                        # raise L < l_lo to l_lo
+    # Test statistic g = the lattice point nearest to L(x) (bins centred on the lattice points,
+    # end points outside). Its error against the bin's own loss is O(h²) with no O(h) bias, so
+    # the composed statistic stays within O(√T·h²) of the likelihood ratio and no e^{Th/2}
+    # factor amplifies the Q-side round-off.
+    xm = pair.loss_inverse(torch.cat([k - 0.5, k[-1:] + 0.5]) * h)
+    pm = _masses(pair, xm, "p")                             # [below, n centred bins, above]
+    qm = _masses(pair, xm, "q")
+    lower_p = pm[1:-1].clone()
+    lower_q = qm[1:-1].clone()
+    lower_p[0] += pm[0]
+    lower_p[-1] += pm[-1]
+    lower_q[0] += qm[0]
+    lower_q[-1] += qm[-1]
+    return DiscreteStep(k_lo=k_lo, upper=upper, p_inf=float(p[-1]), lower_p=lower_p, lower_q=lower_q, h=h)
+
+
+def _tilted(step: DiscreteStep) -> Tensor:
+    l = (step.k_lo + torch.arange(step.lower_q.numel(), dtype=torch.float64, device=step.lower_q.device)) * step.h
+    return step.lower_q * torch.exp(l)

@@ -67,26 +67,25 @@ class MixturePair:
         """True when (Q, P) is (P, Q) reflected, so both ordered directions have one profile."""
         return False
 
+    def q_components(self) -> tuple[tuple[float, float], ...]:
+        """(weight, mean) of the components of Q."""
+        raise NotImplementedError
+
     # --- generic mixture helpers ----------------------------------------------------------------
-    def cdf(self, x: Tensor) -> Tensor:
-        """P(X ≤ x), accurate where it is below 1/2."""
-        out = torch.zeros_like(x)
-        for w, m in self.p_components():
-            out = out + w * torch.special.ndtr((x - m) / self.sigma)
-        return out
+    def cdf(self, x: Tensor, of: str = "p") -> Tensor:
+        """P(X ≤ x) (or Q(X ≤ x) with ``of="q"``), accurate where it is below 1/2."""
+        return self.tail_mass(x, torch.zeros_like(x, dtype=torch.bool), of)
 
-    def sf(self, x: Tensor) -> Tensor:
-        """P(X > x), accurate where it is below 1/2."""
-        out = torch.zeros_like(x)
-        for w, m in self.p_components():
-            out = out + w * torch.special.ndtr((m - x) / self.sigma)
-        return out
+    def sf(self, x: Tensor, of: str = "p") -> Tensor:
+        """P(X > x) (or Q(X > x)), accurate where it is below 1/2."""
+        return self.tail_mass(x, torch.ones_like(x, dtype=torch.bool), of)
 
-    def tail_mass(self, x: Tensor, upper: Tensor) -> Tensor:
-        """P(X > x) where ``upper`` is True, else P(X ≤ x): one evaluation per component."""
+    def tail_mass(self, x: Tensor, upper: Tensor, of: str = "p") -> Tensor:
+        """P(X > x) where ``upper`` is True, else P(X ≤ x); Q instead of P with ``of="q"``."""
+        comps = self.p_components() if of == "p" else self.q_components()
         sign = torch.where(upper, -1.0, 1.0).to(x.dtype)
         out = torch.zeros_like(x)
-        for w, m in self.p_components():
+        for w, m in comps:
             out = out + w * torch.special.ndtr(sign * (x - m) / self.sigma)
         return out
 
@@ -120,6 +119,9 @@ class GaussianShift(MixturePair):
     def p_components(self) -> tuple[tuple[float, float], ...]:
         return ((1.0, self.shift),)
 
+    def q_components(self) -> tuple[tuple[float, float], ...]:
+        return ((1.0, 0.0),)
+
     def loss(self, x: Tensor) -> Tensor:
         return (2.0 * self.shift * x - self.shift**2) / (2.0 * self.sigma**2)
 
@@ -143,6 +145,9 @@ class PoissonRemove(MixturePair):
 
     def p_components(self) -> tuple[tuple[float, float], ...]:
         return ((1.0 - self.q, 0.0), (self.q, self.shift))
+
+    def q_components(self) -> tuple[tuple[float, float], ...]:
+        return ((1.0, 0.0),)
 
     def loss(self, x: Tensor) -> Tensor:
         return _log_mix_ratio(self.q, (2.0 * self.shift * x - self.shift**2) / (2.0 * self.sigma**2))
@@ -169,6 +174,9 @@ class PoissonAdd(MixturePair):
     def p_components(self) -> tuple[tuple[float, float], ...]:
         return ((1.0, 0.0),)
 
+    def q_components(self) -> tuple[tuple[float, float], ...]:
+        return ((1.0 - self.q, 0.0), (self.q, -self.shift))
+
     def loss(self, x: Tensor) -> Tensor:
         return -_log_mix_ratio(self.q, (-2.0 * self.shift * x - self.shift**2) / (2.0 * self.sigma**2))
 
@@ -194,6 +202,9 @@ class PoissonReplace(MixturePair):
 
     def p_components(self) -> tuple[tuple[float, float], ...]:
         return ((1.0 - self.q, 0.0), (self.q, self.shift))
+
+    def q_components(self) -> tuple[tuple[float, float], ...]:
+        return ((1.0 - self.q, 0.0), (self.q, -self.shift))
 
     def loss(self, x: Tensor) -> Tensor:
         c = self.shift**2 / (2.0 * self.sigma**2)
