@@ -31,7 +31,7 @@ except ModuleNotFoundError:  # pragma: no cover - Python 3.10
 __all__ = ["DEFAULT_TOML", "SCHEMA", "dumps", "load", "loads", "variants"]
 
 # The default audit: embedded digits data, white-box Dirac canaries under Poisson and fixed-size
-# sampling, and a black-box loss attack on a blank-image canary. ~1-2 minutes on 2 CPU cores.
+# sampling, and a black-box loss attack on a blank-image canary. About 1.5 minutes on 2 CPU cores.
 DEFAULT_TOML = """\
 # dpaudit default audit (dpaudit run with no CONFIG uses exactly this file).
 # Every key is listed with its default; [[variant]] tables override keys for further audits.
@@ -65,12 +65,12 @@ n_shadow = 16                 # lira only
 
 [audit]
 game = "multi_run"            # multi_run | one_run | reconstruction
-trials = 1000                 # runs (one_run: runs of m canaries each)
+trials = 2000                 # runs (one_run: runs of m canaries each)
 significance = 0.05           # every lower bound holds with probability >= 1 - significance
 delta = 1e-5
 seed = 0
 threshold = "bonferroni"      # bonferroni | split | multi_split
-chunk_size = 250              # runs trained at once (vectorised)
+chunk_size = 500              # runs trained at once (vectorised)
 
 [claim]                       # for dpaudit check; epsilon = 0 means "the accountant's own epsilon"
 epsilon = 0.0
@@ -128,12 +128,12 @@ SCHEMA: dict[str, dict[str, tuple]] = {
     },
     "audit": {
         "game": (*_choice("multi_run", "one_run", "reconstruction"), "multi_run"),
-        "trials": ("int", 2, 1000),
+        "trials": ("int", 2, 2000),
         "significance": ("float", (0.0, 0.5, "open"), 0.05),
         "delta": ("float", (0.0, 1.0, "left"), 1e-5),
         "seed": ("int", 0, 0),
         "threshold": (*_choice("bonferroni", "split", "multi_split"), "bonferroni"),
-        "chunk_size": ("int", 1, 250),
+        "chunk_size": ("int", 1, 500),
     },
     "claim": {
         "epsilon": ("float", (0.0, None, "left"), 0.0),

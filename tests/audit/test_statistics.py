@@ -167,3 +167,12 @@ def test_bad_inputs_name_the_parameter():
         st.Split(1.5)
     with pytest.raises(TypeError, match="strategy"):
         st.epsilon_lower_bound([1.0], [0.0], delta=1e-5, strategy="bonferroni")
+
+
+def test_jeffreys_variant_is_labelled_and_not_looser():
+    cp = st.epsilon_lower_bound(norm.ppf(Q) + 2.0, norm.ppf(Q), delta=1e-5)
+    jf = st.epsilon_lower_bound(norm.ppf(Q) + 2.0, norm.ppf(Q), delta=1e-5, interval="jeffreys")
+    assert jf.method == "jeffreys" and cp.method == "clopper_pearson"
+    assert cp.value <= jf.value < st._gdp_epsilon(2.0, 1e-5)  # Jeffreys limits are inside CP's
+    with pytest.raises(ValueError, match="interval"):
+        st.epsilon_lower_bound([1.0], [0.0], delta=1e-5, interval="wald")
