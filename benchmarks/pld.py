@@ -22,10 +22,16 @@ Timings are the minimum over ``--reps`` repetitions after one warm-up call (wall
 from __future__ import annotations
 
 import argparse
+import sys
 import time
+from pathlib import Path
 
-import accountants as acc
-from accountants.pld import pld_epsilon_bracket
+# Run as a script, this folder comes first on sys.path, and benchmarks/accountants.py would
+# shadow the package: drop it.
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+
+import accountants as acc  # noqa: E402
+from accountants.pld import pld_epsilon_bracket  # noqa: E402
 
 SETTINGS = [
     ("a1", 0.01, 1.0, 1000),

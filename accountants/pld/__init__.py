@@ -12,9 +12,14 @@ Public entry points:
   ``accountants.epsilon(spec, 1e-5, method="pld")`` returns ``EpsilonBound(value=upper, lower=...)``.
 
 Pipeline: :mod:`.pairs` (one dominating pair per ordered direction, ``docs/dominating-pairs.md``)
-→ :mod:`.discretise` (round to the nearest lattice point, tails coupled monotonically, mean
-rounding error bounded) → :mod:`.compose` (one float64 real FFT per direction, Chernoff window,
-Hoeffding certificate). Device and dtype follow the inputs (``device=`` or ``eps_grid.device``).
+→ :mod:`.discretise` (exact bin masses under P and Q on the lattice {k·h}; a connect-the-dots
+PMF that dominates the step, and the PMFs of an explicit test statistic under P and Q)
+→ :mod:`.compose` (one batched float64 real FFT per direction, Chernoff window; upper bound from
+the pessimistic PMF, lower bound from the best threshold test; both off by O(T·h²)).
+Device and dtype follow the inputs (``device=`` or ``eps_grid.device``).
+
+Certificate caveat: the float64 FFT round-off allowance is an estimate (ten times the largest
+negative entry per entry), not a proof; everything else in the bracket is proved.
 
 >>> import accountants as acc
 >>> spec = acc.DPSGD(1.1, acc.Poisson(256 / 60_000), steps=14_062)

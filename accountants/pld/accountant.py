@@ -157,7 +157,7 @@ def pld_profile(
     for _ in range(8):
         disc = {name: [(discretise(pair, h, tail, dev), t) for pair, t in parts] for name, parts in dirs.items()}
         windows = {name: window(d, gamma) for name, d in disc.items()}
-        need = max(fast_length(b - a + 1) for a, b in windows.values())
+        need = max(fast_length(b - a + 1) for a, b, _ in windows.values())
         if need <= max_points:
             break
         h *= 1.05 * need / max_points

@@ -172,33 +172,36 @@ class ComposedPLD:
         return max(0.0, float(vals.max()))
 
 
-def _log_mgf(pmf: Tensor, k_lo: int, h: float, lam: Tensor) -> Tensor:
-    """log Σ_j pmf_j e^{λ l_j} for every λ."""
-    l = (k_lo + torch.arange(pmf.numel(), dtype=pmf.dtype, device=pmf.device)) * h
-    return torch.logsumexp(torch.log(pmf)[None, :] + lam[:, None] * l[None, :], dim=1)
-
-
-def _chernoff(pmfs: list[tuple[Tensor, int, int]], h: float, lo: float, hi: float) -> tuple[float, float]:
+def _chernoff(
+    pmfs: list[tuple[Tensor, int, int]], h: float, lo: float, hi: float
+) -> tuple[float, float]:
     """Bounds on the composed mass below ``lo`` and above ``hi`` (a sub-probability is fine):
-    P(S ≥ b) ≤ e^{K(λ) − λb}, P(S ≤ a) ≤ e^{K(−λ) + λa}, K = Σ T_i log M_i, at ten λ's
+    P(S ≥ b) ≤ e^{K(λ) − λb}, P(S ≤ a) ≤ e^{K(−λ) + λa}, K = Σ T_i log M_i, at ten λ's per side
     (2⁻⁸…2 times the Gaussian optimum: heavy right tails need small λ)."""
+    device = pmfs[0][0].device
+    prepared = []
     mean = var = 0.0
     for pmf, k_lo, t in pmfs:
-        l = (k_lo + torch.arange(pmf.numel(), dtype=pmf.dtype, device=pmf.device)) * h
+        l = (k_lo + torch.arange(pmf.numel(), dtype=pmf.dtype, device=device)) * h
         mass = float(pmf.sum())
         m1 = float((pmf * l).sum()) / mass
         mean += t * m1
         var += t * float((pmf * (l - m1) ** 2).sum()) / mass
+        prepared.append((torch.log(pmf), l, t))
     sd = math.sqrt(max(var, h * h))
-    out = []
+    scale = 2.0 ** torch.arange(-8.0, 2.0, dtype=torch.float64, device=device)
+    lams = []
     for sign, edge in ((-1.0, lo), (1.0, hi)):
         dist = max(sign * (edge - mean), sd)
-        lam = (dist / (sd * sd)) * 2.0 ** torch.arange(-8.0, 2.0, dtype=torch.float64)
-        lam = lam.to(pmfs[0][0].device)
-        k = sum(t * _log_mgf(pmf, k_lo, h, sign * lam) for pmf, k_lo, t in pmfs)
-        log_bound = float(torch.min(k - lam * sign * edge))
-        out.append(math.exp(min(0.0, log_bound)))
-    return out[0], out[1]
+        lams.append(sign * (dist / (sd * sd)) * scale)
+    lam = torch.cat(lams)                                   # (20,): ten negative, ten positive
+    k = sum(t * torch.logsumexp(logp[None, :] + lam[:, None] * l[None, :], dim=1) for logp, l, t in prepared)
+    edge = torch.cat([torch.full((10,), lo, dtype=torch.float64, device=device),
+                      torch.full((10,), hi, dtype=torch.float64, device=device)])
+    log_bound = k - lam * edge
+    below = math.exp(min(0.0, float(log_bound[:10].min())))
+    above = math.exp(min(0.0, float(log_bound[10:].min())))
+    return below, above
 
 
 def _moments(steps: list[tuple[DiscreteStep, int]], which: str) -> tuple[float, float]:
@@ -224,9 +227,13 @@ def _tails(steps: list[tuple[DiscreteStep, int]], k_a: int, n: int) -> list[tupl
     return [_chernoff([(getattr(st, w), st.k_lo, t) for st, t in steps], h, lo_edge, hi_edge) for w in _WHICH]
 
 
-def window(steps: list[tuple[DiscreteStep, int]], gamma: float) -> tuple[int, int]:
+Window = tuple[int, int, list[tuple[float, float]]]
+
+
+def window(steps: list[tuple[DiscreteStep, int]], gamma: float) -> Window:
     """Lattice indices [k_a, k_b] outside which every composed PMF has certified mass ≤ γ per
-    side (Gaussian start, widened until the Chernoff bounds hold; at most 12 widenings)."""
+    side (Gaussian start, widened until the Chernoff bounds hold; at most 12 widenings), and the
+    certified (below, above) masses of the three PMFs for that window."""
     h = steps[0][0].h
     z = math.sqrt(2.0 * math.log(1.0 / gamma)) + 1.0
     stats = [_moments(steps, w) for w in _WHICH]
@@ -242,12 +249,10 @@ def window(steps: list[tuple[DiscreteStep, int]], gamma: float) -> tuple[int, in
         span = hi - lo
         lo -= 0.5 * span if below > gamma else 0.0
         hi += 0.5 * span if above > gamma else 0.0
-    return k_a, k_b
+    return k_a, k_b, tails
 
 
-def compose(
-    steps: list[tuple[DiscreteStep, int]], gamma: float, win: tuple[int, int] | None = None
-) -> ComposedPLD:
+def compose(steps: list[tuple[DiscreteStep, int]], gamma: float, win: Window | None = None) -> ComposedPLD:
     """Compose discretised steps (each ``(step, count)``) of one ordered direction by FFT.
 
     Args:
@@ -260,9 +265,9 @@ def compose(
     """
     h = steps[0][0].h
     device = steps[0][0].upper.device
-    k_a, k_b = window(steps, gamma) if win is None else win
+    k_a, k_b, tails = window(steps, gamma) if win is None else win
     n = fast_length(k_b - k_a + 1)
-    k_a = k_b + 1 - n                                        # use the whole FFT length
+    k_a = k_b + 1 - n        # use the whole FFT length; extending downwards keeps ``tails`` valid
     spectrum = torch.ones(3, n // 2 + 1, dtype=torch.complex128, device=device)
     k0 = 0
     for st, t in steps:
@@ -283,7 +288,7 @@ def compose(
     up, pp, qt = pmf[0], pmf[1], pmf[2]
     r_up, r_p, r_q = (float(v) for v in per_entry)
     # Certified out-of-window masses of the three composed PMFs (Chernoff, exact discrete MGFs).
-    (u_lo, u_hi), (gp_lo, gp_hi), (_, gq_hi) = _tails(steps, k_a, n)
+    (u_lo, u_hi), (gp_lo, gp_hi), (_, gq_hi) = tails
     s = (k_a + torch.arange(n, dtype=torch.float64, device=device)) * h
     # Q-masses from the tilted composition: Q̃^{*T}(s) = e^{−s}·(q e^l)^{*T}(s) (exact identity).
     # A_Q(i) ≤ Σ_{j≥i} e^{−s_j}(qt_j + r_q) + e^{−b}·γ_q above the window edge b.

@@ -59,25 +59,18 @@ class DiscreteStep:
         return _tilted(self)
 
 
-def _median(pair: MixturePair, of: str) -> float:
-    """A point with CDF ≈ 1/2 (only used to choose CDF or survival-function differences)."""
+def _split_point(pair: MixturePair, of: str) -> float:
+    """Where to switch from CDF to survival-function differences: the mixture mean (any point
+    is exact; one near the median keeps both sides away from 1)."""
     comps = pair.p_components() if of == "p" else pair.q_components()
-    lo = min(m for _, m in comps) - pair.sigma
-    hi = max(m for _, m in comps) + pair.sigma
-    for _ in range(30):
-        mid = 0.5 * (lo + hi)
-        if float(pair.cdf(torch.tensor(mid, dtype=torch.float64), of)) < 0.5:
-            lo = mid
-        else:
-            hi = mid
-    return 0.5 * (lo + hi)
+    return sum(w * m for w, m in comps)
 
 
 def _masses(pair: MixturePair, x: Tensor, of: str) -> Tensor:
     """Mass of every interval [x_j, x_{j+1}) plus the two tails: (len(x) + 1,) entries
     [mass below x_0, bins..., mass above x_last]. CDF differences left of the median, survival
     function differences right of it (no cancellation near 1)."""
-    med = _median(pair, of)
+    med = _split_point(pair, of)
     upper = x > med
     t = pair.tail_mass(x, upper, of)
     left = t[1:] - t[:-1]
