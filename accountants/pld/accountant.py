@@ -178,7 +178,8 @@ def pld_epsilon_bracket(
     Args:
         spec: the run.
         delta: δ in (0, 1).
-        eps_error: requested width upper − lower (reached unless the FFT size cap binds).
+        eps_error: requested width upper − lower (reached unless the FFT size cap or the float64
+            round-off floor binds); for ε below 20·eps_error the width is also kept ≤ 5 % of ε.
         delta_error: δ budget of tails and window (default δ/1000); must be < δ.
         device: where to compute.
 
@@ -195,18 +196,20 @@ def pld_epsilon_bracket(
     total = sum(p.steps for p in _parts(spec))
     h = _auto_h(total, eps_error)
     lo, up, prof = -math.inf, math.inf, None
-    for _ in range(5):
+    for _ in range(8):
         prof = pld_profile(spec, h=h, delta_error=beta, device=device)
         # Every pass is certified, so the intersection of the brackets is too.
         new_up, new_lo = prof.epsilon_upper(delta), prof.epsilon_lower(delta)
         previous = up - lo
         up, lo = min(up, new_up), max(lo, new_lo)
         width = up - lo
+        # For tiny ε an absolute eps_error would say nothing: also ask for 5 % of ε (cheap there).
+        target = min(eps_error, max(0.05 * up, 1e-6))
         # Stop when done, when the FFT cap binds, or when refining stops paying (the float64
         # FFT round-off floor is reached: then the bracket is returned as it is, still sound).
-        if not math.isfinite(width) or width <= eps_error or prof.h > h or width > 0.8 * previous:
+        if not math.isfinite(width) or width <= target or prof.h > h or width > 0.8 * previous:
             break
-        h = prof.h * min(0.9, max(0.2, math.sqrt(0.8 * eps_error / width)))
+        h = prof.h * min(0.9, max(0.1, math.sqrt(0.8 * target / width)))
     assert prof is not None
     return PLDBracket(lo, up, prof.h, prof.points, prof.theorem)
 
