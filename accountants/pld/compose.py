@@ -51,6 +51,15 @@ def fast_length(n: int) -> int:
     return best
 
 
+def _power(z: Tensor, t: int) -> Tensor:
+    """z**t for a spectrum; entries with |z|^t below 1e-300 are set to 0 without computing them
+    (they are below float64's normal range anyway, and denormals make torch.pow slow)."""
+    keep = torch.log(z.abs()) * t > -690.0
+    out = torch.zeros_like(z)
+    out[keep] = torch.pow(z[keep], t)
+    return out
+
+
 def _rev_cumsum(x: Tensor) -> Tensor:
     """out[i] = Σ_{j ≥ i} x[j], with out[N] = 0 appended."""
     z = torch.zeros(1, dtype=x.dtype, device=x.device)
@@ -278,7 +287,7 @@ def compose(steps: list[tuple[DiscreteStep, int]], gamma: float, win: Window | N
         centre = round(float((st.lower_p * lat.to(torch.float64)).sum()))
         arr = torch.zeros(3, n, dtype=torch.float64, device=device)
         arr.index_add_(1, (lat - centre) % n, pmf3)               # circular; folds long PMFs
-        spectrum = spectrum * torch.pow(torch.fft.rfft(arr, dim=1), t)
+        spectrum = spectrum * _power(torch.fft.rfft(arr, dim=1), t)
         k0 += t * centre
     circ = torch.fft.irfft(spectrum, n=n, dim=1)
     pmf = torch.roll(circ, shifts=-((k_a - k0) % n), dims=1)   # pmf[:, i] ↔ lattice k_a + i
