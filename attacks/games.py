@@ -379,6 +379,9 @@ def _play(design: Design, setup: Setup, canaries: Canaries, *, threat: Threat, s
                                                           amplitude=amplitude)
                     case mia.InnerProductSum():
                         columns[name] = mia.inner_product_sum(res.observations.transpose(1, 2))
+                    case mia.UpdateNorm():  # one number per run, repeated for each of its m canaries
+                        columns[name] = mia.update_norm_score(res.update_norms, res.observations,
+                                                              canaries.vectors)[:, None].expand(-1, m)
                     case mia.LossScore():
                         columns[name] = _black_box_stats(setup, canaries, res, "loss")
                     case mia.ConfidenceScore():

@@ -3,6 +3,7 @@
 Score variants are typed and matched with ``match`` (house style §9)::
 
     Score = LikelihoodRatio() | InnerProductSum()            # white box: every update
+          | UpdateNorm()                                      # white box: update scale off the canary
           | LossScore() | ConfidenceScore() | LiRA(...)       # black box: final model
 
 White box. ``observations`` are the projections of the privatised updates on the canary's unit
@@ -16,6 +17,15 @@ The Neyman–Pearson optimal statistic for "in" vs "out" is then the log-likelih
 with the law of k_t of the actual sampler (:func:`draw_law`): a per-step mixture, not a sum of
 Gaussians (Nasr et al. 2023, arXiv:2302.07956, audit at q = 1, where the mixture collapses to
 N(1, σ²) against N(0, σ²)). Bound: none (a score; the audit turns scores into lower bounds).
+
+White box, update scale (:class:`UpdateNorm`). −Σ_t log ‖Π⊥ u_t‖ in units of C, where Π⊥ projects
+out the canary directions. It reads only the part of each update the canary cannot touch, so under
+the accounted mechanism (public normaliser E|B|, gradient canaries on coordinates that no other
+record's gradient or loss depends on, e.g. Dirac canaries on quiet coordinates) its law is the
+same whether the canary is in or out, and it certifies nothing. It detects an implementation whose
+update SCALE depends on membership: dividing by the realised batch size |B_t| (opacus #571/#819;
+:class:`attacks.faults.RealisedBatchNormalisation`) shrinks every coordinate by |B_t|/(|B_t| + 1)
+when the canary is drawn, and a high-dimensional norm measures that scale to ≈ 1/√(2D).
 
 Black box. Loss −ℓ(θ_T; x, y) and the logit-scaled confidence φ = z_y − log Σ_{y'≠y} e^{z_{y'}}
 (the logit scaling of Carlini et al. 2022, arXiv:2112.03570, computed from logits in log space), and
@@ -51,6 +61,7 @@ __all__ = [
     "LikelihoodRatio",
     "LossScore",
     "Score",
+    "UpdateNorm",
     "draw_law",
     "inner_product_sum",
     "lira",
@@ -59,6 +70,7 @@ __all__ = [
     "needs",
     "score_from_name",
     "score_name",
+    "update_norm_score",
     "white_box_llr",
 ]
 
@@ -71,6 +83,15 @@ class LikelihoodRatio:
 @dataclass(frozen=True, slots=True)
 class InnerProductSum:
     """White box: Σ_t ⟨canary direction, u_t⟩ (Steinke et al. 2023's white-box score)."""
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateNorm:
+    """White box: −Σ_t log ‖u_t‖ with the canary directions projected out (see :func:`update_norm_score`).
+
+    Null (same law in and out) for a correct implementation; detects a membership-dependent update
+    scale such as normalising by the realised batch size.
+    """
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,11 +126,12 @@ class LiRA:
                 raise TypeError(f"{name} must be a bool; got {type(getattr(self, name)).__name__}")
 
 
-Score = LikelihoodRatio | InnerProductSum | LossScore | ConfidenceScore | LiRA
+Score = LikelihoodRatio | InnerProductSum | UpdateNorm | LossScore | ConfidenceScore | LiRA
 
 SCORES: dict[str, type] = {
     "llr": LikelihoodRatio,
     "inner_product": InnerProductSum,
+    "update_norm": UpdateNorm,
     "loss": LossScore,
     "confidence": ConfidenceScore,
     "lira": LiRA,
@@ -132,6 +154,8 @@ def score_name(score: Score) -> str:
             return "llr"
         case InnerProductSum():
             return "inner_product"
+        case UpdateNorm():
+            return "update_norm"
         case LossScore():
             return "loss"
         case ConfidenceScore():
@@ -145,7 +169,7 @@ def score_name(score: Score) -> str:
 def needs(score: Score) -> Threat:
     """The view an adversary needs to compute ``score``."""
     match score:
-        case LikelihoodRatio() | InnerProductSum():
+        case LikelihoodRatio() | InnerProductSum() | UpdateNorm():
             return WhiteBox()
         case LossScore() | ConfidenceScore() | LiRA():
             return BlackBox()
@@ -208,6 +232,36 @@ def white_box_llr(observations: Tensor, spec: DPSGD, dataset_size: int, *, ampli
 def inner_product_sum(observations: Tensor) -> Tensor:
     """Σ_t o_t over the last axis: the plain sum of inner products with the canary direction."""
     return observations.sum(dim=-1)
+
+
+def update_norm_score(update_norms: Tensor, projections: Tensor, probes: Tensor) -> Tensor:
+    """−Σ_t log ‖Π⊥ u_t‖: the update scale off the canary directions, in units of C; higher ⇒ member.
+
+    ‖Π⊥ u_t‖² = ‖u_t‖² − oᵀ G⁻¹ o, with o the projections of u_t on the unit probes and G their Gram
+    matrix (G = I for Dirac canaries on distinct coordinates). Under the accounted mechanism the
+    projected update does not depend on the canaries (module docstring), so neither does the score;
+    with the realised-batch normaliser its scale is 1/|B_t|, larger by one when a canary is drawn,
+    and −log‖Π⊥ u_t‖ ≈ log |B_t| + const.
+
+    Args:
+        update_norms: (..., T) ‖u_t‖ in units of C (:attr:`attacks.dpsgd.TrainResult.update_norms`).
+        projections: (..., T, P) projections on the unit probes, same units
+            (:attr:`attacks.dpsgd.TrainResult.observations`).
+        probes: (P, D) the probe (canary) directions, any norm, linearly independent.
+
+    Returns:
+        (...) scores; the same for every canary of a run (it reads no canary coordinate).
+    """
+    if projections.shape[:-1] != update_norms.shape or projections.shape[-1] != probes.shape[0]:
+        raise ValueError(f"projections must have shape update_norms.shape + (P={probes.shape[0]},); got "
+                         f"{tuple(projections.shape)} and {tuple(update_norms.shape)}")
+    unit = probes.to(projections.dtype)
+    unit = unit / unit.norm(dim=1, keepdim=True)
+    gram = unit @ unit.T  # (P, P)
+    inside = (projections * torch.linalg.solve(gram, projections.unsqueeze(-1)).squeeze(-1)).sum(-1)
+    # ‖u‖² ≈ σ²D ≫ the canary part: no cancellation to fear; the clamp only guards a degenerate D = P
+    perp2 = (update_norms**2 - inside).clamp_min(torch.finfo(projections.dtype).tiny)
+    return -0.5 * torch.log(perp2).sum(dim=-1)
 
 
 def loss_scores(model: nn.Module, params: dict[str, Tensor], x: Tensor, y: Tensor) -> Tensor:

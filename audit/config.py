@@ -123,7 +123,7 @@ SCHEMA: dict[str, dict[str, tuple]] = {
     },
     "attack": {
         "threat_model": (*_choice("white_box", "black_box"), "white_box"),
-        "score": (*_choice("llr", "inner_product", "loss", "confidence", "lira"), "llr"),
+        "score": (*_choice("llr", "inner_product", "update_norm", "loss", "confidence", "lira"), "llr"),
         "n_shadow": ("int", 2, 16),
     },
     "audit": {
@@ -141,7 +141,7 @@ SCHEMA: dict[str, dict[str, tuple]] = {
     },
 }
 
-_WHITE_SCORES, _BLACK_SCORES = {"llr", "inner_product"}, {"loss", "confidence", "lira"}
+_WHITE_SCORES, _BLACK_SCORES = {"llr", "inner_product", "update_norm"}, {"loss", "confidence", "lira"}
 _GRADIENT_CANARIES = {"dirac"}
 
 
