@@ -395,3 +395,27 @@ _SPEC = acc.DPSGD(1.0, acc.Poisson(0.01), 10)
 def test_bad_input(call, exc, name):
     with pytest.raises(exc, match=name):
         call()
+
+
+def test_profile_against_dp_accounting():
+    """dp-accounting 0.6.0 pessimistic PLD (grid 1e-4) is an upper bound on δ(ε): our certified
+    lower must lie below it, and our upper above the truth it approximates (to its grid bias)."""
+    dpa = pytest.importorskip("dp_accounting")
+    ev = dpa.SelfComposedDpEvent(dpa.PoissonSampledDpEvent(0.01, dpa.GaussianDpEvent(1.0)), 1000)
+    pld = dpa.pld.PLDAccountant(value_discretization_interval=1e-4).compose(ev)
+    eps = [0.5, 1.0, 1.5, 2.0, 3.0]
+    ref = torch.tensor([pld.get_delta(e) for e in eps], dtype=torch.float64)
+    prof = pld_profile(acc.DPSGD(1.0, acc.Poisson(0.01), 1000), h=1e-3, delta_error=1e-12)
+    e = torch.tensor(eps, dtype=torch.float64)
+    assert torch.all(prof.delta_lower(e) <= ref)
+    assert torch.all(prof.delta_upper(e) >= ref * (1 - 1e-3))
+    torch.testing.assert_close(pld_privacy_profile(acc.DPSGD(1.0, acc.Poisson(0.01), 1000), e), ref, rtol=0.05, atol=0)
+
+
+def test_calibration_with_pld_never_overshoots():
+    """σ for ε = 8 at δ = 1e-5, q = 0.04, T = 2250 (digest peer_accountants.md §3i: dp_accounting
+    PLD 1.345899, Opacus PRV 1.347656): ours is ≥ the tight value and ε(σ) ≤ 8 certified."""
+    spec = acc.DPSGD(1.0, acc.Poisson(0.04), 2250)
+    sigma = acc.calibrate(spec, 8.0, 1e-5, method="pld")
+    assert 1.3450 <= sigma <= 1.3480
+    assert acc.epsilon(spec.with_noise(sigma), 1e-5, method="pld").value <= 8.0
