@@ -28,7 +28,7 @@ def test_default_round_trip_and_example_file():
     ("[audit]\ntrails = 10", "unknown key audit.trails; allowed keys:"),
     ("[trainig]\nsteps = 1", "unknown section [trainig]"),
     ('[canary]\nkind = "blank"', "needs a gradient canary"),
-    ('[attack]\nscore = "loss"', "attack.score must be one of ['inner_product', 'llr']"),
+    ('[attack]\nscore = "loss"', "attack.score must be one of ['inner_product', 'llr', 'update_norm']"),
     ('[[variant]]\nname = "a b"', "variant[0].name"),
     ('[[variant]]\nname = "x"\ntraining.steps = -1', "variant 'x': training.steps must be an integer ≥ 1"),
     ("[training\n", "invalid TOML"),
