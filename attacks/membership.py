@@ -22,7 +22,8 @@ White box, update scale (:class:`UpdateNorm`). −Σ_t log ‖Π⊥ u_t‖ in un
 out the canary directions. It reads only the part of each update the canary cannot touch, so under
 the accounted mechanism (public normaliser E|B|, gradient canaries on coordinates that no other
 record's gradient or loss depends on, e.g. Dirac canaries on quiet coordinates) its law is the
-same whether the canary is in or out, and it certifies nothing. It detects an implementation whose
+same whether the canary is in or out, and it certifies nothing (elsewhere it is still a function of
+the white-box view, so it can never certify more than the mechanism's ε). It detects an implementation whose
 update SCALE depends on membership: dividing by the realised batch size |B_t| (opacus #571/#819;
 :class:`attacks.faults.RealisedBatchNormalisation`) shrinks every coordinate by |B_t|/(|B_t| + 1)
 when the canary is drawn, and a high-dimensional norm measures that scale to ≈ 1/√(2D).
@@ -241,7 +242,7 @@ def update_norm_score(update_norms: Tensor, projections: Tensor, probes: Tensor)
     matrix (G = I for Dirac canaries on distinct coordinates). Under the accounted mechanism the
     projected update does not depend on the canaries (module docstring), so neither does the score;
     with the realised-batch normaliser its scale is 1/|B_t|, larger by one when a canary is drawn,
-    and −log‖Π⊥ u_t‖ ≈ log |B_t| + const.
+    and −log‖Π⊥ u_t‖ ≈ log |B_t| + const. Bound: none (a score).
 
     Args:
         update_norms: (..., T) ‖u_t‖ in units of C (:attr:`attacks.dpsgd.TrainResult.update_norms`).
