@@ -419,3 +419,17 @@ def test_calibration_with_pld_never_overshoots():
     sigma = acc.calibrate(spec, 8.0, 1e-5, method="pld")
     assert 1.3450 <= sigma <= 1.3480
     assert acc.epsilon(spec.with_noise(sigma), 1e-5, method="pld").value <= 8.0
+
+
+def test_far_tail_one_step_against_mpmath():
+    """Regression: the tails carry δ at large ε. One step, σ = 0.2, q = 0.001 (remove direction):
+    δ(ε) = P(X > x*) − e^ε Q(X > x*) at L(x*) = ε, evaluated with mpmath (50 digits); values
+    1.19424430354e-6 (ε = 20) and 2.02714993981e-5 (ε = 15). torch.special.ndtr loses relative
+    accuracy below −5 and made the lower end exceed the truth here by 1 %."""
+    spec = acc.DPSGD(0.2, acc.Poisson(0.001), 1)
+    exact = torch.tensor([2.02714993981e-5, 1.19424430354e-6], dtype=torch.float64)
+    eps = torch.tensor([15.0, 20.0], dtype=torch.float64)
+    for h in (5e-3, 1e-3):
+        d = pld_profile(spec, h=h, delta_error=1e-14).directions["remove"]
+        assert torch.all(d.delta_lower(eps) <= exact * (1 + 1e-10))
+        assert torch.all(exact <= d.delta_upper(eps))
