@@ -71,7 +71,9 @@ def summary_table(result: dict[str, Any]) -> str:
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
     conf = 1 - result["significance"]
-    lines.append(f"eps_lower: lower bound at {conf:.0%} confidence each (delta={result['delta']:g}); "
+    k = max(1, len(result.get("audits", [])))
+    each = f", each audit at {1 - result['significance'] / k:.4g}" if k > 1 else ""
+    lines.append(f"eps_lower: lower bounds holding jointly at {conf:.0%} confidence{each} (delta={result['delta']:g}); "
                  "eps_tight/eps_rdp: accountant upper bounds; eps_estimate: GDP fit, an estimate only.")
     return "\n".join(lines)
 
