@@ -16,7 +16,8 @@ Usage::
 
     python benchmarks/pld.py [--reps 3] [--device cpu|cuda] [--skip-peers]
 
-Timings are the minimum over ``--reps`` repetitions after one warm-up call (wall clock).
+Timings are the minimum over ``--reps`` rounds after one warm-up call (wall clock); in every
+round all methods run one after the other, so load on a shared machine hits them alike.
 """
 
 from __future__ import annotations
@@ -41,14 +42,17 @@ SETTINGS = [
 DELTA = 1e-5
 
 
-def _best(fn, reps: int):
-    fn()  # warm-up (imports, allocator)
-    best, out = float("inf"), None
+def _interleaved(fns: dict, reps: int) -> dict:
+    """Min wall time of each function over ``reps`` rounds, the functions interleaved in every
+    round (a shared machine's load then hits all of them alike); one warm-up call each."""
+    out = {name: (float("inf"), fn()) for name, fn in fns.items()}
     for _ in range(reps):
-        t0 = time.perf_counter()
-        out = fn()
-        best = min(best, time.perf_counter() - t0)
-    return best, out
+        for name, fn in fns.items():
+            t0 = time.perf_counter()
+            value = fn()
+            dt = time.perf_counter() - t0
+            out[name] = (min(out[name][0], dt), value)
+    return out
 
 
 def _ours(q: float, sigma: float, steps: int, device: str):
@@ -83,19 +87,25 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--skip-peers", action="store_true")
     args = ap.parse_args(argv)
-    print(f"delta = {DELTA:g}; times are min over {args.reps} reps (s)")
+    print(f"delta = {DELTA:g}; times are min over {args.reps} interleaved rounds (s)")
     header = "setting method                    eps_lower  eps_upper   width   time_s peer/ours"
     print(header)
     print("-" * len(header))
     for name, q, sigma, steps in SETTINGS:
-        t_ours, (lo, up) = _best(lambda q=q, s=sigma, t=steps: _ours(q, s, t, args.device), args.reps)
+        fns = {"ours": lambda q=q, s=sigma, t=steps: _ours(q, s, t, args.device)}
+        if not args.skip_peers:
+            fns["prv"] = lambda q=q, s=sigma, t=steps: _prv(q, s, t)
+            for vdi in (1e-3, 1e-4):
+                fns[f"dpa{vdi:g}"] = lambda q=q, s=sigma, t=steps, v=vdi: _dpa(q, s, t, v)
+        res = _interleaved(fns, args.reps)
+        t_ours, (lo, up) = res["ours"]
         _row(name, f"dpaudit pld ({args.device})", f"{lo:10.6f}", up, up - lo, t_ours, 1.0)
         if args.skip_peers:
             continue
-        t, (plo, pup) = _best(lambda q=q, s=sigma, t=steps: _prv(q, s, t), args.reps)
+        t, (plo, pup) = res["prv"]
         _row("", "prv_accountant e=.005", f"{plo:10.6f}", pup, pup - plo, t, t / t_ours)
         for vdi in (1e-3, 1e-4):
-            t, e = _best(lambda q=q, s=sigma, t=steps, v=vdi: _dpa(q, s, t, v), args.reps)
+            t, e = res[f"dpa{vdi:g}"]
             _row("", f"dp_accounting vdi={vdi:g}", f"{'(none)':>10}", e, e - lo, t, t / t_ours)
     return 0
 
