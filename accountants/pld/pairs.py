@@ -291,7 +291,12 @@ def step_pairs(spec: DPSGD) -> StepPairs:
             g = GaussianShift(sigma, shift=2.0)
             return StepPairs(g, g, "Gaussian mechanism, sensitivity 2C (replace-one, q = 1)")
         r = PoissonReplace(sigma, q=q, shift=1.0)
-        return StepPairs(r, r, "Poisson-subsampled Gaussian, replace-one, ±C mixture pair (dp_accounting PLD)")
+        return StepPairs(
+            r,
+            r,
+            "Poisson-subsampled Gaussian, replace-one, ±C mixture pair (as dp_accounting PLD; dominance "
+            "verified numerically, proof pending: docs/dominating-pairs.md §3)",
+        )
     # Fixed-size without replacement, add/remove: the batch changes by a replacement of one
     # record (shift ≤ 2C) with probability b/n; docs/dominating-pairs.md §4.
     q = s.batch_size / s.dataset_size

@@ -114,15 +114,16 @@ def test_rdp_route_is_sound_against_the_exact_one_step_value():
 )
 def test_dpsgd_values_need_pld(rec):
     # Source: values.json rero, dp-accounting 0.6.0 pessimistic PLD (grid 1e-4) profile → symmetric
-    # curve. Ours uses the PLD accountant's upper profile at eps_error 1e-3: agreement ~1e-3
-    # relative as the README says (measured ≤ 6e-4); at T = 1 it must also be ≥ the exact values.
+    # curve. Ours uses the PLD accountant's upper profile at the same accuracy (eps_error 1e-4;
+    # ≤ 0.1 s per record): measured agreement ≤ 2.2e-4 relative, so rtol 5e-4. At T = 1 ours must
+    # also be ≥ the exact values (it is an upper bound on reconstruction success).
     pytest.importorskip("accountants.pld")
     p, v = rec["params"], rec["values"]
     k = torch.tensor(p["kappas"], dtype=F64)
-    f = acc.tradeoff(_spec(p), method="pld", pld_options={"eps_error": 1e-3})
+    f = acc.tradeoff(_spec(p), method="pld", pld_options={"eps_error": 1e-4})
     got = rero_bound(f, k)
     ref = torch.tensor(v["rero_bound_pld_pessimistic"], dtype=F64)
-    torch.testing.assert_close(got, ref, rtol=2e-3, atol=0.0)
+    torch.testing.assert_close(got, ref, rtol=5e-4, atol=0.0)
     if "exact_one_step_remove_H1_with_record" in v:
         exact = torch.tensor(v["exact_one_step_remove_H1_with_record"], dtype=F64)
         assert bool((got >= exact * (1 - 1e-9)).all())
