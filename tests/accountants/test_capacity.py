@@ -27,15 +27,6 @@ def T(x):
     return torch.tensor(x, dtype=F64)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    # The solvers run many tiny kernels; on a loaded 2-core machine one thread is ~50x faster.
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 def _k(eps):
     """Laplace (lin, KL) closed form k(ε) = √(1+ε²) − 1 − log((1+√(1+ε²))/2) (Thm 9, simplified in digest §4.1)."""
     s = math.sqrt(1.0 + eps * eps)

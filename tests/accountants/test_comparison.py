@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import json
 import math
-from pathlib import Path
 
 import pytest
 import torch
@@ -29,25 +27,9 @@ from accountants.comparison import (
     symmetric_delta_divergence,
 )
 from accountants.tradeoff import GaussianTradeOff, LaplaceTradeOff, TradeOff
+from tests.oracles import reference_records
 
 F64 = torch.float64
-
-REFERENCE = Path(__file__).resolve().parents[2].parent / "shared" / "reference" / "values.json"
-
-
-def reference_records(family: str) -> list[dict]:
-    """Records of one family of ../shared/reference/values.json (empty when the file is absent)."""
-    if not REFERENCE.exists():
-        return []
-    return [r for r in json.loads(REFERENCE.read_text())["records"] if r["family"] == family]
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
 
 
 def _mech(m: dict) -> TradeOff:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 
 import mpmath as mp
 import pytest
@@ -36,17 +35,9 @@ from accountants.rdp.fixed_size import (
     rdp_poisson_replace_one,
 )
 from accountants.rdp.without_replacement import rdp_wor_wang2019_gaussian
+from tests.oracles import reference_records
 
 F64 = torch.float64
-# ../shared/reference/values.json (kept self-contained: no import of other test modules).
-REFERENCE = Path(__file__).resolve().parents[2].parent / "shared" / "reference" / "values.json"
-
-
-def reference_records(family: str) -> list[dict]:
-    """Records of one family of values.json (empty when the file is absent: those tests skip)."""
-    if not REFERENCE.exists():
-        return []
-    return [r for r in json.loads(REFERENCE.read_text())["records"] if r["family"] == family]
 
 
 def sgm_rdp_series(alpha: int, q: float, sigma: float) -> float:
@@ -57,15 +48,6 @@ def sgm_rdp_series(alpha: int, q: float, sigma: float) -> float:
                  for k in range(2, alpha + 1))
         am1 = mp.fsum(terms)
         return float(mp.log1p(am1) / (alpha - 1))
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    # Small tensors: one thread avoids oversubscription on the shared 2-core runner.
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
 
 
 def t(x) -> torch.Tensor:

@@ -33,16 +33,6 @@ F64 = torch.float64
 ORDERS = (1.5, 2.0, 3.0, 4.0, 8.0, 16.0)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    # The kernels here are many small tensor ops; on a shared 2-core machine intra-op threads only
-    # contend (measured 10-50× slower with 2 threads under load). Restored after the module.
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def _t(x):
     return torch.as_tensor(x, dtype=F64)
 

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import json
 import math
 import sys
-from pathlib import Path
 
 import mpmath as mp
 import pytest
@@ -24,26 +22,9 @@ from accountants.tradeoff import (
     TradeOff,
     lower_convex_hull,
 )
+from tests.oracles import reference_records
 
 F64 = torch.float64
-
-REFERENCE = Path(__file__).resolve().parents[2].parent / "shared" / "reference" / "values.json"
-
-
-def reference_records(family: str) -> list[dict]:
-    """Records of one family of ../shared/reference/values.json (empty when the file is absent)."""
-    if not REFERENCE.exists():
-        return []
-    return [r for r in json.loads(REFERENCE.read_text())["records"] if r["family"] == family]
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    # Two oversubscribed cores make small torch kernels ~10x slower with 2 threads.
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
 
 
 def t(x):

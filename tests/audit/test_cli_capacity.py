@@ -4,17 +4,8 @@ import json
 import math
 
 import pytest
-import torch
 
 from audit.cli import main
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
 
 
 def _json(capsys, argv):

@@ -6,17 +6,8 @@ import json
 import sys
 
 import pytest
-import torch
 
 from audit.cli import main
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
 
 
 def test_json_gaussian_vs_laplace(capsys):

@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 
 import pytest
-import torch
 
 from attacks import games
 from audit import runs
@@ -36,14 +35,6 @@ CASES = {
     "no_clipping": dict(n=20, sigma=2.0, q=1.0, steps=4, norm=3.0),  # a canary of norm 3C stays 3C
     "shuffled_batches": dict(n=9, sigma=0.3, q=0.1, steps=10, norm=1.0),  # in exactly once, never absent
 }
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.mark.parametrize("fault", sorted(CASES))

@@ -15,14 +15,6 @@ from audit import statistics as st
 Q = (np.arange(1000) + 0.5) / 1000
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def test_violation_test_on_gaussian_pairs():
     pts = st.empirical_tradeoff(norm.ppf(Q) + 1.0, norm.ppf(Q))
     assert not comparator.violation_test(pts, acc.TradeOff.from_gdp(1.0)).violated  # the true curve

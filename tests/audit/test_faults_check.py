@@ -22,14 +22,6 @@ D = 650  # logistic regression on digits: 10 × 64 + 10
 QUIET = 0  # W[0, 0]: the weight on pixel 0, blank in every digit (tests/attacks/test_canaries.py)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def _train(fault, canary_in: bool, *, R=4, probes=None, record_updates=False):
     d = data.digits().subset(slice(0, 3))
     spec = acc.DPSGD(2.0, acc.Poisson(0.5), steps=6)

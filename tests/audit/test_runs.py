@@ -4,18 +4,8 @@ resume only with the same configuration), and a report rendered from result.json
 import json
 
 import pytest
-import torch
 
 from audit import config, report, runs
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
 
 Q1 = "[training]\nn_records = 20\nsample_rate = 1.0\nnoise_multiplier = 2.0\nsteps = 4\n"
 

@@ -27,14 +27,6 @@ from audit import statistics as st
 DELTA, SIGNIFICANCE = 1e-5, 0.05
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def _exact_llr(n: int, member: bool, q: float, sigma: float, T: int, g: torch.Generator) -> np.ndarray:
     """n draws of Λ under the exact pair (written out here, independently of attacks.membership)."""
     o = sigma * torch.randn(n, T, generator=g, dtype=torch.float64)
