@@ -12,9 +12,9 @@ process and dtype. Prints:
 
 Usage::
 
-    python benchmarks/attacks.py                    # full: 1,000 runs × 100 steps
-    python benchmarks/attacks.py --runs 200 --quick # a smaller smoke run
-    python benchmarks/attacks.py --threads 0 --dtype float32   # torch's default threads, float32
+    python benchmarks/bench_attacks.py                    # full: 1,000 runs × 100 steps
+    python benchmarks/bench_attacks.py --runs 200 --quick # a smaller smoke run
+    python benchmarks/bench_attacks.py --threads 0 --dtype float32   # torch's default threads, float32
 
 Timings depend on the machine's load; report the load average printed at the top.
 """
@@ -24,19 +24,13 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import sys
 import time
 import warnings
-from pathlib import Path
 
-# This file is named like the package it measures: drop its own folder from the import path so
-# that ``import attacks`` finds the package, not this script.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+import torch
 
-import torch  # noqa: E402
-
-import accountants as acc  # noqa: E402
-from attacks import data, dpsgd, models  # noqa: E402
+import accountants as acc
+from attacks import data, dpsgd, models
 
 
 def _opacus_per_step(d: data.Dataset, steps: int, dtype: torch.dtype) -> float | None:

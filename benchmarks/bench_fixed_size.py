@@ -17,8 +17,8 @@ and the time of each (median of ``--repeat`` runs) with the ratio dp_accounting 
 
 Usage::
 
-    python benchmarks/fixed_size.py            # the settings below
-    python benchmarks/fixed_size.py --repeat 1 --threads 1
+    python benchmarks/bench_fixed_size.py            # the settings below
+    python benchmarks/bench_fixed_size.py --repeat 1 --threads 1
 
 Timings depend on the machine's load; the load average is printed at the top.
 """

@@ -1,6 +1,6 @@
 """RDP accounting for Poisson DP-SGD: dpaudit vs Opacus and dp_accounting, side by side.
 
-Run:  python benchmarks/accountants.py [--configs 10000] [--peer-sample 200] [--full]
+Run:  python benchmarks/bench_accountants.py [--configs 10000] [--peer-sample 200] [--full]
 
 Prints ε and wall-clock ratios (peer time / our time; > 1 means we are faster) for
   1. one configuration (Abadi et al. MNIST: σ=1.1, q=256/60000, T=14062, δ=1e-5);
@@ -15,17 +15,12 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import time
 import warnings
-from pathlib import Path
 
-# This file is named like the package it measures: keep its own folder off the import path.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+import torch
 
-import torch  # noqa: E402
-
-import accountants as acc  # noqa: E402
+import accountants as acc
 
 OPACUS_ORDERS = [1 + x / 10.0 for x in range(1, 100)] + list(range(12, 64))
 

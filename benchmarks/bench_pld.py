@@ -14,7 +14,7 @@ Matched accuracy: the bracket width |ε_upper − ε_lower| ≤ 0.01.
 
 Usage::
 
-    python benchmarks/pld.py [--reps 3] [--device cpu|cuda] [--skip-peers]
+    python benchmarks/bench_pld.py [--reps 3] [--device cpu|cuda] [--skip-peers]
 
 Timings are the minimum over ``--reps`` rounds after one warm-up call (wall clock); in every
 round all methods run one after the other, so load on a shared machine hits them alike.
@@ -23,16 +23,10 @@ round all methods run one after the other, so load on a shared machine hits them
 from __future__ import annotations
 
 import argparse
-import sys
 import time
-from pathlib import Path
 
-# Run as a script, this folder comes first on sys.path, and benchmarks/accountants.py would
-# shadow the package: drop it.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
-
-import accountants as acc  # noqa: E402
-from accountants.pld import pld_epsilon_bracket  # noqa: E402
+import accountants as acc
+from accountants.pld import pld_epsilon_bracket
 
 SETTINGS = [
     ("a1", 0.01, 1.0, 1000),
