@@ -39,7 +39,16 @@ from .accountant import (
 )
 from .compose import ComposedPLD, compose
 from .discretise import DiscreteStep, discretise
-from .pairs import GaussianShift, MixturePair, PoissonAdd, PoissonRemove, PoissonReplace, step_pairs
+from .pairs import (
+    GaussianShift,
+    MixturePair,
+    PoissonAdd,
+    PoissonGroupAdd,
+    PoissonGroupRemove,
+    PoissonRemove,
+    PoissonReplace,
+    step_pairs,
+)
 
 __all__ = [
     "ComposedPLD",
@@ -50,6 +59,8 @@ __all__ = [
     "PLDMethod",
     "PLDProfile",
     "PoissonAdd",
+    "PoissonGroupAdd",
+    "PoissonGroupRemove",
     "PoissonRemove",
     "PoissonReplace",
     "compose",

@@ -32,6 +32,8 @@ __all__ = [
     "GaussianShift",
     "MixturePair",
     "PoissonAdd",
+    "PoissonGroupAdd",
+    "PoissonGroupRemove",
     "PoissonRemove",
     "PoissonReplace",
     "StepPairs",
@@ -233,6 +235,107 @@ class PoissonReplace(MixturePair):
         return True
 
 
+MAX_GROUP = 64
+
+
+def _group_log_weights(q: float, k: int) -> Tensor:
+    """log Bin(j; K, q), j = 0..K."""
+    j = torch.arange(k + 1, dtype=torch.float64)
+    lb = torch.lgamma(torch.tensor(k + 1.0, dtype=torch.float64)) - torch.lgamma(j + 1) - torch.lgamma(k - j + 1)
+    return lb + j * math.log(q) + (k - j) * math.log1p(-q)
+
+
+@dataclass(frozen=True, slots=True)
+class PoissonGroupRemove(MixturePair):
+    """P = Σ_j Bin(j; K, q) N(j, σ²), Q = N(0, σ²): a group of K records removed (in D, not in D').
+
+    L(x) = log Σ_j Bin(j; K, q) e^{(2jx − j²)/(2σ²)} ∈ (K log(1−q), ∞): increasing and convex (a
+    log-sum-exp of increasing affine functions). Proof of dominance: docs/dominating-pairs.md §5.
+    """
+
+    q: float = 0.01
+    group: int = 2
+
+    def _logw(self, like: Tensor) -> Tensor:
+        return _group_log_weights(self.q, self.group).to(like.device)
+
+    def p_components(self) -> tuple[tuple[float, float], ...]:
+        w = _group_log_weights(self.q, self.group).exp().tolist()
+        return tuple((wj, float(j)) for j, wj in enumerate(w))
+
+    def q_components(self) -> tuple[tuple[float, float], ...]:
+        return ((1.0, 0.0),)
+
+    def x_range(self, tail: float) -> tuple[float, float]:
+        """Components of weight ≤ τ = tail/(2(K+1)) are left out of the upper end (their total mass
+        is ≤ tail/2); the others each put ≤ τ above k_max + zσ with Φ̄(z) = τ. Lower end: N(0, σ²)."""
+        tau = tail / (2.0 * (self.group + 1))
+        logw = _group_log_weights(self.q, self.group)
+        k_max = int(torch.nonzero(logw > math.log(tau)).max())
+        z_hi = -float(torch.special.ndtri(torch.tensor(tau, dtype=torch.float64)))
+        z_lo = -float(torch.special.ndtri(torch.tensor(tail, dtype=torch.float64)))
+        return -z_lo * self.sigma, k_max + z_hi * self.sigma
+
+    def _loss_and_slope(self, x: Tensor) -> tuple[Tensor, Tensor]:
+        j = torch.arange(self.group + 1, dtype=x.dtype, device=x.device)
+        s2 = self.sigma**2
+        t = self._logw(x) + (2.0 * j * x[..., None] - j * j) / (2.0 * s2)
+        loss = torch.logsumexp(t, dim=-1)
+        slope = (torch.softmax(t, dim=-1) * j).sum(-1) / s2       # E_posterior[j]/σ² > 0
+        return loss, slope
+
+    def loss(self, x: Tensor) -> Tensor:
+        return self._loss_and_slope(x)[0]
+
+    def loss_inverse(self, value: Tensor) -> Tensor:
+        # Newton from the right on the convex increasing L: monotone convergence. Start where the
+        # j = K term alone reaches the value (L ≥ that term), so L(x₀) ≥ value.
+        k, s2 = self.group, self.sigma**2
+        lo = k * math.log1p(-self.q)
+        ok = value > lo
+        v = torch.where(ok, value, torch.full_like(value, lo + 1.0))
+        x = ((v - k * math.log(self.q)) * s2 / k + 0.5 * k).reshape(-1)
+        vf = v.reshape(-1)
+        idx = torch.arange(x.numel(), device=x.device)       # entries still iterating
+        for _ in range(400):
+            f, d = self._loss_and_slope(x[idx])
+            step = (f - vf[idx]) / d
+            xi = x[idx] - step
+            x[idx] = xi
+            done = (step.abs() <= 1e-15 * (1.0 + xi.abs())) | ((f - vf[idx]).abs() <= 1e-15 * (1.0 + vf[idx].abs()))
+            idx = idx[~done]
+            if idx.numel() == 0:
+                break
+        x = x.reshape(v.shape)
+        return torch.where(ok, x, torch.full_like(x, -math.inf))
+
+
+@dataclass(frozen=True, slots=True)
+class PoissonGroupAdd(MixturePair):
+    """P = N(0, σ²), Q = Σ_j Bin(j; K, q) N(−j, σ²): a group of K records added, reflected (x → −x).
+
+    L(x) = −L_remove(−x) ∈ (−∞, −K log(1−q)), increasing.
+    """
+
+    q: float = 0.01
+    group: int = 2
+
+    def _remove(self) -> PoissonGroupRemove:
+        return PoissonGroupRemove(self.sigma, q=self.q, group=self.group)
+
+    def p_components(self) -> tuple[tuple[float, float], ...]:
+        return ((1.0, 0.0),)
+
+    def q_components(self) -> tuple[tuple[float, float], ...]:
+        return tuple((w, -m) for w, m in self._remove().p_components())
+
+    def loss(self, x: Tensor) -> Tensor:
+        return -self._remove().loss(-x)
+
+    def loss_inverse(self, value: Tensor) -> Tensor:
+        return -self._remove().loss_inverse(-value)
+
+
 @dataclass(frozen=True, slots=True)
 class StepPairs:
     """The dominating pairs of one DP-SGD step, one per ordered direction, and their source."""
@@ -249,12 +352,15 @@ class StepPairs:
 def unsupported_reason(spec: DPSGD) -> str | None:
     """Why no proved dominating pair covers ``spec`` (None when one does). No side effects."""
     rel = spec.neighbouring.value.replace("_", "-")
-    if spec.group_size != 1:
-        return (
-            f"pld: group_size={spec.group_size} has no proved dominating pair in dpaudit yet "
-            "(only group_size=1 is accounted by PLD; use method='rdp' where it supports groups)"
-        )
     s = spec.sampling
+    if spec.group_size != 1:
+        if not isinstance(s, Poisson) or spec.neighbouring is not Neighbouring.ADD_REMOVE:
+            return (
+                f"pld: group_size={spec.group_size} is proved only for Poisson sampling under add/remove "
+                f"(got {type(s).__name__}, neighbouring={rel}; use method='rdp' where it supports groups)"
+            )
+        if spec.group_size > MAX_GROUP:
+            return f"pld: group_size={spec.group_size} > {MAX_GROUP} is not supported by the PLD accountant"
     if isinstance(s, FixedSize) and s.replace:
         return "pld: fixed-size sampling with replacement has no proved dominating pair in dpaudit"
     if isinstance(s, FixedSize) and spec.neighbouring is Neighbouring.REPLACE_ONE:
@@ -278,6 +384,18 @@ def step_pairs(spec: DPSGD) -> StepPairs:
     s = spec.sampling
     if isinstance(s, Poisson):
         q = float(s.rate)
+        k = spec.group_size
+        if spec.neighbouring is Neighbouring.ADD_REMOVE and k > 1:
+            if q >= 1.0:
+                g = GaussianShift(sigma, shift=float(k))
+                return StepPairs(g, g, f"Gaussian mechanism, group of K={k}, sensitivity KC (q = 1)")
+            return StepPairs(
+                PoissonGroupRemove(sigma, q=q, group=k),
+                PoissonGroupAdd(sigma, q=q, group=k),
+                f"Poisson-subsampled Gaussian, group of K={k}, add/remove, both directions: collinear "
+                "binomial mixture (reflection argument of Schuchardt et al. 2024 App. H for every convex f; "
+                "docs/dominating-pairs.md §5)",
+            )
         if spec.neighbouring is Neighbouring.ADD_REMOVE:
             if q >= 1.0:
                 g = GaussianShift(sigma, shift=1.0)

@@ -262,7 +262,9 @@ def test_fixed_size_add_remove_is_poisson_at_half_noise():
     [
         acc.DPSGD(1.0, acc.FixedSize(10, 100, replace=True), 10),
         acc.DPSGD(1.0, acc.FixedSize(10, 100), 10, neighbouring="replace-one"),
-        acc.DPSGD(1.0, acc.Poisson(0.1), 10, group_size=2),
+        acc.DPSGD(1.0, acc.Poisson(0.1), 10, neighbouring="replace-one", group_size=2),
+        acc.DPSGD(1.0, acc.FixedSize(10, 100), 10, group_size=2),
+        acc.DPSGD(1.0, acc.Poisson(0.1), 10, group_size=65),
         acc.Composed((acc.DPSGD(1.0, acc.Poisson(0.1), 10), acc.DPSGD(1.0, acc.FixedSize(1, 2, replace=True), 1))),
     ],
 )
