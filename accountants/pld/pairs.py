@@ -37,6 +37,7 @@ __all__ = [
     "PoissonRemove",
     "PoissonReplace",
     "StepPairs",
+    "SymmetrisedRemove",
     "step_pairs",
     "unsupported_reason",
 ]
@@ -235,6 +236,67 @@ class PoissonReplace(MixturePair):
         return True
 
 
+@dataclass(frozen=True, slots=True)
+class SymmetrisedRemove(MixturePair):
+    """The remove pair (1−q)N(0,σ²) + qN(s,σ²) vs N(0,σ²) for α ≥ 1, glued to its reverse for α < 1.
+
+    On x > 0, P and Q are the remove pair's P_r, Q_r at x + s/2 (where L_r > 0); on x < 0 they are
+    the (reflected) add pair's P_a, Q_a at x − s/2 (where L_a < 0); an atom at x = 0 of the same
+    mass m₀ = 1 − P_r(X > s/2) − P_a(X ≤ −s/2) ≥ 0 under both (L = 0). Hence
+    H_α(P‖Q) = H_α(P_r‖Q_r) for α ≥ 1 and H_α(Q_r‖P_r) for α < 1. Symmetric (x → −x swaps P, Q).
+    Used for fixed-size WOR replace-one; proof in docs/dominating-pairs.md §4b.
+    """
+
+    q: float = 0.01
+    shift: float = 2.0
+
+    def _parts(self) -> tuple[PoissonRemove, PoissonAdd]:
+        return PoissonRemove(self.sigma, q=self.q, shift=self.shift), PoissonAdd(self.sigma, q=self.q, shift=self.shift)
+
+    def p_components(self) -> tuple[tuple[float, float], ...]:
+        # Only used by the discretiser to choose where to switch from CDF to survival-function
+        # differences (the mean); 0 is the atom, between the two halves.
+        return ((1.0, 0.0),)
+
+    def q_components(self) -> tuple[tuple[float, float], ...]:
+        return ((1.0, 0.0),)
+
+    def loss(self, x: Tensor) -> Tensor:
+        rm, ad = self._parts()
+        c = 0.5 * self.shift
+        right = rm.loss(torch.clamp(x, min=0.0) + c)
+        left = ad.loss(torch.clamp(x, max=0.0) - c)
+        return torch.where(x > 0, right, torch.where(x < 0, left, torch.zeros_like(x)))
+
+    def loss_inverse(self, value: Tensor) -> Tensor:
+        rm, ad = self._parts()
+        c = 0.5 * self.shift
+        right = rm.loss_inverse(torch.clamp(value, min=0.0)) - c
+        left = ad.loss_inverse(torch.clamp(value, max=0.0)) + c
+        return torch.where(value > 0, right, torch.where(value < 0, left, torch.zeros_like(value)))
+
+    def tail_mass(self, x: Tensor, upper: Tensor, of: str = "p") -> Tensor:
+        """P(X > x) where ``upper``, else P(X ≤ x) (the atom at 0 is in {X ≤ 0})."""
+        rm, ad = self._parts()
+        c = 0.5 * self.shift
+        yes = torch.ones_like(x, dtype=torch.bool)
+        pos = x >= 0
+        sf_pos = rm.tail_mass(torch.clamp(x, min=0.0) + c, yes, of)              # x ≥ 0: P(X > x)
+        cdf_neg = ad.tail_mass(torch.clamp(x, max=0.0) - c, ~yes, of)            # x < 0: P(X ≤ x)
+        sf = torch.where(pos, sf_pos, 1.0 - cdf_neg)
+        cdf = torch.where(pos, 1.0 - sf_pos, cdf_neg)
+        return torch.where(upper, sf, cdf)
+
+    def x_range(self, tail: float) -> tuple[float, float]:
+        z = -float(torch.special.ndtri(torch.tensor(tail, dtype=torch.float64)))
+        c = 0.5 * self.shift
+        return min(-1e-3, c - z * self.sigma), max(1e-3, c + z * self.sigma)
+
+    @property
+    def symmetric(self) -> bool:
+        return True
+
+
 MAX_GROUP = 64
 
 
@@ -363,11 +425,6 @@ def unsupported_reason(spec: DPSGD) -> str | None:
             return f"pld: group_size={spec.group_size} > {MAX_GROUP} is not supported by the PLD accountant"
     if isinstance(s, FixedSize) and s.replace:
         return "pld: fixed-size sampling with replacement has no proved dominating pair in dpaudit"
-    if isinstance(s, FixedSize) and spec.neighbouring is Neighbouring.REPLACE_ONE:
-        return (
-            f"pld: fixed-size sampling without replacement under neighbouring={rel} has no proved "
-            "dominating pair for all orders α ≥ 0 in dpaudit (see docs/dominating-pairs.md §5)"
-        )
     return None
 
 
@@ -421,6 +478,14 @@ def step_pairs(spec: DPSGD) -> StepPairs:
     if q >= 1.0:
         g = GaussianShift(sigma, shift=2.0)
         return StepPairs(g, g, "Gaussian mechanism, sensitivity 2C (fixed-size b = n)")
+    if spec.neighbouring is Neighbouring.REPLACE_ONE:
+        r = SymmetrisedRemove(sigma, q=q, shift=2.0)
+        return StepPairs(
+            r,
+            r,
+            "fixed-size WOR replace-one: remove pair (shift 2C, weight b/n) symmetrised for α < 1 "
+            "(Balle et al. 2018 Thm 2 + joint convexity; docs/dominating-pairs.md §4b)",
+        )
     return StepPairs(
         PoissonRemove(sigma, q=q, shift=2.0),
         PoissonAdd(sigma, q=q, shift=2.0),
