@@ -312,7 +312,7 @@ class PoissonGroupRemove(MixturePair):
     """P = Σ_j Bin(j; K, q) N(j, σ²), Q = N(0, σ²): a group of K records removed (in D, not in D').
 
     L(x) = log Σ_j Bin(j; K, q) e^{(2jx − j²)/(2σ²)} ∈ (K log(1−q), ∞): increasing and convex (a
-    log-sum-exp of increasing affine functions). Proof of dominance: docs/dominating-pairs.md §5.
+    log-sum-exp of increasing affine functions). Proof of dominance: docs/dominating-pairs.md §4a.
     """
 
     q: float = 0.01
@@ -451,7 +451,7 @@ def step_pairs(spec: DPSGD) -> StepPairs:
                 PoissonGroupAdd(sigma, q=q, group=k),
                 f"Poisson-subsampled Gaussian, group of K={k}, add/remove, both directions: collinear "
                 "binomial mixture (reflection argument of Schuchardt et al. 2024 App. H for every convex f; "
-                "docs/dominating-pairs.md §5)",
+                "docs/dominating-pairs.md §4a)",
             )
         if spec.neighbouring is Neighbouring.ADD_REMOVE:
             if q >= 1.0:
