@@ -64,17 +64,16 @@ def test_unknown_method_lists_choices():
 
 
 def test_unsupported_is_an_error_not_a_number():
-    # Combinations without a registered theorem raise a clear error; supports() agrees.
-    spec = acc.DPSGD(1.0, acc.Poisson(0.1), 10, group_size=1)
-    assert acc.supports(spec)
-
-    class Odd:
-        rate = 0.1
-
-    for bad in [acc.DPSGD(1.0, acc.Poisson(0.1), 10, group_size=10**6)]:
-        if not acc.supports(bad):
-            with pytest.raises(acc.UnsupportedError):
-                acc.epsilon(bad, 1e-5)
+    # Combinations without a registered theorem raise a clear error, and supports() agrees.
+    assert acc.supports(acc.DPSGD(1.0, acc.Poisson(0.1), 10))
+    for bad in [
+        acc.DPSGD(1.0, acc.Poisson(0.1), 10, group_size=65),  # group RDP covers K <= 64
+        acc.DPSGD(1.0, acc.FixedSize(10, 100), 10, group_size=2),  # no fixed-size group theorem
+        acc.DPSGD(1.0, acc.FixedSize(10, 100, replace=True), 10, neighbouring="replace-one"),
+    ]:
+        assert not acc.supports(bad)
+        with pytest.raises(acc.UnsupportedError, match=r"group_size|replace-one"):
+            acc.epsilon(bad, 1e-5)
 
 
 def test_composition_is_additive_and_heterogeneous():
