@@ -7,20 +7,30 @@ two modes of the integrand, and (at integer orders) by the binomial series.
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 
 import mpmath as mp
 
-REFERENCE = Path(__file__).resolve().parents[1].parent / "shared" / "reference" / "values.json"
+REFERENCE = Path(__file__).resolve().parent / "data" / "reference_values.json"
+
+
+@functools.cache
+def _reference() -> dict:
+    if not REFERENCE.is_file():  # an error, never a skip: a test that silently loses its oracle cannot fail
+        raise FileNotFoundError(f"{REFERENCE} is missing; it ships with the repository (tests/data/README.md)")
+    return json.loads(REFERENCE.read_text())
 
 
 def reference_records(family: str) -> list[dict]:
-    """Records of one family of ../shared/reference/values.json (empty if the file is absent)."""
-    if not REFERENCE.exists():
-        return []
-    data = json.loads(REFERENCE.read_text())
-    return [r for r in data["records"] if r["family"] == family]
+    """Records of one family of tests/data/reference_values.json (provenance: tests/data/README.md).
+
+    Raises ``KeyError`` for a family the file does not hold, so a typo cannot empty a parameter set."""
+    records = [r for r in _reference()["records"] if r["family"] == family]
+    if not records:
+        raise KeyError(f"family {family!r} not in {REFERENCE.name}; known: {sorted(_reference()['family_counts'])}")
+    return records
 
 
 def sgm_rdp_quad(alpha: float, q: float, sigma: float, dps: int = 50) -> mp.mpf:

@@ -1,10 +1,10 @@
 """Fixed-size DP-SGD RDP (Birrell et al. 2024) and the Wang et al. 2019 baseline.
 
 Sources of pinned values:
-- ../shared/reference/values.json families fswor_rdp, fswor_epsilon, fswr_rdp,
+- tests/data/reference_values.json families fswor_rdp, fswor_epsilon, fswr_rdp,
   poisson_replace_one_epsilon (authors' code star-ailab/FSRDP @799f7b7 with M_{σ,k} in 80-digit
   mpmath; opacus 1.6.0; dp-accounting 0.6.0 at noise σ/2);
-- ../shared/papers/digests/birrell2024_fixed_size_dpsgd_rdp.md §5.3 (b), (c) (mpmath re-implementation);
+- Birrell et al. 2024 (arXiv:2408.10456) worked examples, re-implemented in mpmath ("digest §5.3" below);
 - independent mpmath oracles written here: the alternating moment sum at adaptive precision, and
   quadrature of the Rényi divergence between two Gaussian mixtures (realisable worst-case pairs).
 """

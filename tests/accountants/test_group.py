@@ -3,7 +3,6 @@
 import itertools
 import json
 import math
-from pathlib import Path
 
 import mpmath as mp
 import pytest
@@ -28,6 +27,7 @@ from accountants.rdp.group import (
     rdp_wor_randomized_response_substitution,
 )
 from audit.cli import main as cli_main
+from tests.oracles import reference_records
 
 F64 = torch.float64
 ORDERS = (1.5, 2.0, 3.0, 4.0, 8.0, 16.0)
@@ -39,7 +39,7 @@ def _t(x):
 
 # ----------------------------------------------------------------------- values.json group_rdp
 
-# ../shared/reference/values.json family group_rdp (12 records, orders 1.5, 2, 3, 4, 8, 16), embedded so the
+# tests/data/reference_values.json family group_rdp (12 records, orders 1.5, 2, 3, 4, 8, 16), embedded so the
 # test does not depend on files outside the repository. Rows: (σ, r, K, tight_removal_fwd,
 # tight_insertion_rev, tight_pm_K, baseline_recursive_holder_p2). Source of the values: the authors'
 # group_amplification code (mpmath 50-digit quadrature with breakpoints; exact multinomial expansion at
@@ -196,11 +196,8 @@ def test_reference_group_rdp(s, r, K, fwd_ref, rev_ref, pm_ref, base_ref):
 
 
 def test_embedded_reference_matches_values_json():
-    # Guards the embedded copy against drift when the shared file is present.
-    path = Path(__file__).resolve().parents[2].parent / "shared" / "reference" / "values.json"
-    if not path.exists():
-        pytest.skip("../shared/reference/values.json is not next to this checkout")
-    recs = [x for x in json.loads(path.read_text())["records"] if x["family"] == "group_rdp"]
+    # Guards the embedded copy against drift from the repository's reference file.
+    recs = reference_records("group_rdp")
     got = [(x["params"]["noise_multiplier"], x["params"]["sample_rate"], x["params"]["group_size"],
             *(tuple(x["values"][k]) for k in ("tight_removal_fwd", "tight_insertion_rev", "tight_pm_K",
                                               "baseline_recursive_holder_p2"))) for x in recs]

@@ -3,7 +3,7 @@
 Sources of pinned values: the closed-form μ-GDP profile δ(ε) = Φ(−ε/μ + μ/2) − e^ε Φ(−ε/μ − μ/2)
 (Dong, Roth, Su 2022, Cor. 2.13), the one-step Poisson-subsampled Gaussian profile by advanced
 joint convexity (Balle, Barthe, Gaboardi 2018, arXiv:1807.01647v2, Thm 2/8), and
-``/work/shared/reference/values.json`` (prv-accountant 0.2.0 brackets, dp-accounting 0.6.0 PLD,
+``tests/data/reference_values.json`` (prv-accountant 0.2.0 brackets, dp-accounting 0.6.0 PLD,
 Opacus 1.6.0 RDP, Birrell et al. Thm C.9 RDP).
 """
 
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -30,15 +29,7 @@ from accountants.pld import (
     pld_profile,
 )
 from accountants.rdp import eps_from_rdp
-
-VALUES = Path("/work/shared/reference/values.json")
-if not VALUES.exists():  # the repository copy, when the shared folder is absent
-    VALUES = Path(__file__).resolve().parents[2] / "shared" / "reference" / "values.json"
-
-
-def _records(family: str) -> list[dict]:
-    data = json.loads(VALUES.read_text())
-    return [r for r in data["records"] if r["family"] == family]
+from tests.oracles import reference_records as _records
 
 
 def _spec(p: dict) -> acc.DPSGD:

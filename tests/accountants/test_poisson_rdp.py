@@ -16,7 +16,7 @@ CURVES = reference_records("poisson_rdp_curve")
     "rec", CURVES, ids=lambda r: f"s{r['params']['noise_multiplier']}-q{r['params']['sample_rate']:.3g}"
 )
 def test_reference_curve_mpmath(rec):
-    # Source: ../shared/reference/values.json family poisson_rdp_curve, `rdp_mpmath` (mpmath 1.3.0,
+    # Source: tests/data/reference_values.json family poisson_rdp_curve, `rdp_mpmath` (mpmath 1.3.0,
     # 50 digits: binomial series at integer orders, quadrature at fractional ones).
     # rtol 1e-10: our series is certified to 1e-15 of the sum; float64 cancellation in the
     # below-z0 constant terms costs at most ~σ²·1e-16 relative.

@@ -1,9 +1,7 @@
 """Privacy profiles and amplification by subsampling (Balle, Barthe, Gaboardi 2018, arXiv:1807.01647)."""
 
 import itertools
-import json
 import math
-from pathlib import Path
 
 import mpmath as mp
 import pytest
@@ -33,6 +31,7 @@ from accountants.profiles import (
     tv_wor,
     tv_wr,
 )
+from tests.oracles import reference_records
 
 F64 = torch.float64
 EPS_GRID = (0.0, 0.1, 0.5, 1.0, 2.0, 4.0, 8.0)
@@ -45,7 +44,7 @@ def _t(x):
 # ------------------------------------------------------------------------------ Gaussian profile
 
 
-# ../shared/reference/values.json family tradeoff_gaussian, `delta` and `tv_delta_at_eps0` (mpmath 1.3.0 at 50
+# tests/data/reference_values.json family tradeoff_gaussian, `delta` and `tv_delta_at_eps0` (mpmath 1.3.0 at 50
 # digits), embedded. Rows: (μ, δ at ε = 0, 0.1, 0.5, 1, 2, 4, 8, δ(0) = 2Φ(μ/2) − 1).
 TRADEOFF_GAUSSIAN_DELTA = [
     (
@@ -109,10 +108,7 @@ def test_gaussian_profile_reference(mu, delta_ref, tv_ref):
 
 
 def test_embedded_reference_matches_values_json():
-    path = Path(__file__).resolve().parents[2].parent / "shared" / "reference" / "values.json"
-    if not path.exists():
-        pytest.skip("../shared/reference/values.json is not next to this checkout")
-    recs = [x for x in json.loads(path.read_text())["records"] if x["family"] == "tradeoff_gaussian"]
+    recs = reference_records("tradeoff_gaussian")
     got = [(x["params"]["mu"], tuple(x["values"]["delta"]), x["values"]["tv_delta_at_eps0"]) for x in recs]
     assert got == TRADEOFF_GAUSSIAN_DELTA
     assert all(tuple(x["params"]["eps"]) == EPS_GRID for x in recs)

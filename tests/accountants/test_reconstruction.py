@@ -82,8 +82,7 @@ def test_rdp_route_is_sound_against_the_exact_one_step_value():
     # Source: values.json rero, exact Neyman–Pearson values for one Poisson step (T=1, q=0.01, σ=0.6)
     # in both orderings. The RDP curve is a sound lower bound on f, so its ReRo bound must be ≥
     # both (bracket: exact ≤ ours); no PLD needed.
-    if ONE_STEP is None:
-        pytest.skip("values.json (../shared/reference) is not available")
+    assert ONE_STEP is not None, "tests/data/reference_values.json lost its T=1 rero record"
     p, v = ONE_STEP["params"], ONE_STEP["values"]
     k = torch.tensor(p["kappas"], dtype=F64)
     got = rero_bound(acc.tradeoff(_spec(p), method="rdp"), k)
