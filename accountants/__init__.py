@@ -3,11 +3,14 @@
 >>> import accountants as acc
 >>> spec = acc.DPSGD(noise_multiplier=1.1, sampling=acc.Poisson(rate=256 / 60_000), steps=14_062)
 >>> bound = acc.epsilon(spec, delta=1e-5)          # EpsilonBound(value, bound="upper", ...)
+
+``accountants.rdp`` and ``accountants.tradeoff`` are the subpackage and module; the functions are
+:func:`rdp_curve` and :func:`tradeoff_curve`.
 """
 
 from ._validate import UnsupportedError
 from .accountant import Accountant, RDPAccountant
-from .api import calibrate, delta, epsilon, get_method, methods, poisson_epsilon, rdp, register_method, supports
+from .api import calibrate, delta, epsilon, get_method, methods, poisson_epsilon, rdp_curve, register_method, supports
 from .capacity import capacity_divergences, restricted_kl, restricted_lower_bound, restricted_renyi
 from .comparison import compare, delta_divergence, symmetric_delta_divergence
 from .events import DPSGD, Composed
@@ -20,7 +23,7 @@ from .rdp.group import compare_group_bounds, rdp_poisson_gaussian_group, rdp_poi
 from .reconstruction import rero_bound
 from .results import DeltaBound, EpsilonBound
 from .sampling import FixedSize, Neighbouring, Poisson
-from .tradeoff import TradeOff, tradeoff
+from .tradeoff import TradeOff, tradeoff_curve
 
 __all__ = [
     "DEFAULT_ORDERS",
@@ -53,7 +56,7 @@ __all__ = [
     "pld_epsilon_bracket",
     "pld_privacy_profile",
     "poisson_epsilon",
-    "rdp",
+    "rdp_curve",
     "rdp_fswr_add_remove_lower",
     "rdp_poisson_gaussian_group",
     "rdp_poisson_gaussian_group_baseline",
@@ -64,5 +67,5 @@ __all__ = [
     "restricted_renyi",
     "supports",
     "symmetric_delta_divergence",
-    "tradeoff",
+    "tradeoff_curve",
 ]

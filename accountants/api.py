@@ -1,4 +1,4 @@
-"""Public accounting API: ``epsilon``, ``delta``, ``rdp``, ``calibrate``, ``supports``.
+"""Public accounting API: ``epsilon``, ``delta``, ``rdp_curve``, ``calibrate``, ``supports``.
 
 Methods live in a small registry whose errors list the choices; the CLI's ``choices=`` reads it,
 so help text cannot go stale. Every method returns sound *upper* bounds.
@@ -29,7 +29,7 @@ __all__ = [
     "get_method",
     "methods",
     "poisson_epsilon",
-    "rdp",
+    "rdp_curve",
     "register_method",
     "supports",
 ]
@@ -202,7 +202,7 @@ def delta(spec: Spec, epsilon: float, method: str = "rdp") -> DeltaBound:
     return m.delta(spec, epsilon)
 
 
-def rdp(spec: Spec, orders: Tensor | None = None) -> Tensor:
+def rdp_curve(spec: Spec, orders: Tensor | None = None) -> Tensor:
     """The composed RDP curve of ``spec`` at ``orders`` (default grid).  Bound: upper."""
     m = get_method("rdp")
     _require(spec, m)

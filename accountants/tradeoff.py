@@ -60,7 +60,7 @@ __all__ = [
     "default_profile_grid",
     "lower_convex_hull",
     "rdp_tradeoff_lines",
-    "tradeoff",
+    "tradeoff_curve",
 ]
 
 BOUNDS = ("exact", "lower", "estimate")
@@ -354,7 +354,7 @@ class TradeOff:
         """
         match method:
             case "rdp":
-                from .api import rdp as _rdp
+                from .api import rdp_curve as _rdp
                 from .orders import default_orders
 
                 orders = default_orders()
@@ -390,7 +390,7 @@ def default_profile_grid(dtype: torch.dtype = torch.float64) -> Tensor:
     return torch.cat([torch.arange(0, 5000, dtype=dtype) * 2e-3, 10.0 + torch.arange(0, 1401, dtype=dtype) * 0.05])
 
 
-def tradeoff(
+def tradeoff_curve(
     spec: DPSGD | Composed,
     method: str = "pld",
     *,

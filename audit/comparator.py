@@ -2,7 +2,7 @@
 
 The analytical curves of the audited spec come from the accountants (both are sound LOWER
 bounds on the true trade-off curve, so ``bound == "lower"``): the RDP-derived curve
-(``acc.tradeoff(spec, method="rdp")``) and the tight PLD curve (``method="pld"``) where the PLD
+(``acc.tradeoff_curve(spec, method="rdp")``) and the tight PLD curve (``method="pld"``) where the PLD
 accountant covers the spec.
 
 - **Violation test** (:func:`violation_test`): if some confidence box lies entirely below a sound
@@ -101,7 +101,7 @@ def analytical_curves(spec: DPSGD, delta: float, *, methods: tuple[str, ...] = (
     out = Curves(spec, float(delta))
     for method in methods:
         try:
-            f = acc.tradeoff(spec, method=method)
+            f = acc.tradeoff_curve(spec, method=method)
             e = acc.epsilon(spec, delta, method=method)
         except UnsupportedError as exc:
             out.notes.append(f"{method}: {exc}")

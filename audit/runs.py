@@ -140,7 +140,7 @@ def _steps_curve(spec: DPSGD, delta: float) -> dict[str, Any]:
         one = DPSGD(spec.noise_multiplier, spec.sampling, 1, neighbouring=spec.neighbouring,
                     group_size=spec.group_size)
         orders = acc.default_orders()
-        r1 = acc.rdp(one, orders)
+        r1 = acc.rdp_curve(one, orders)
         out["epsilon_rdp"] = [float(eps_from_rdp(r1 * s, orders, delta)[0]) for s in steps]
     except (acc.UnsupportedError, TypeError, IndexError) as exc:
         out["epsilon_rdp"] = None

@@ -258,8 +258,8 @@ def test_dpsgd_calibrated_pair_from_the_digest():
     # 0.12718 at eps_error 0.01): atol 3e-3. The maximum is flat around ½: π* within 2e-2.
     pytest.importorskip("accountants.pld")
     opts = {"eps_error": 0.1}
-    base = acc.tradeoff(acc.DPSGD(0.54155, acc.Poisson(0.01), 500), pld_options=opts)
-    alt = acc.tradeoff(acc.DPSGD(20.99, acc.Poisson(0.9), 1500), pld_options=opts)
+    base = acc.tradeoff_curve(acc.DPSGD(0.54155, acc.Poisson(0.01), 500), pld_options=opts)
+    alt = acc.tradeoff_curve(acc.DPSGD(20.99, acc.Poisson(0.9), 1500), pld_options=opts)
     c = compare(base, alt)
     assert c.delta_ab == pytest.approx(0.1263, abs=3e-3)
     assert c.worst_prior_ab == pytest.approx(0.5, abs=2e-2)

@@ -444,7 +444,7 @@ def test_bracket_properties(alpha, sigma, log_q):
     assert exact <= rdp_fswor_replace_one(al, sigma, q).item() * (1 + 1e-10)
     assert exact <= rdp_wor_wang2019_gaussian(al, sigma, q).item() * (1 + 1e-10)
     assert exact <= rdp_gaussian_replacement(al, sigma).item() * (1 + 1e-12)
-    poisson_ar = acc.rdp(acc.DPSGD(sigma, acc.Poisson(q), 1), orders=al).item()
+    poisson_ar = acc.rdp_curve(acc.DPSGD(sigma, acc.Poisson(q), 1), orders=al).item()
     assert poisson_ar <= rdp_poisson_replace_one(al, sigma, q).item() * (1 + 1e-10)
 
 

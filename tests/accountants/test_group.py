@@ -377,7 +377,7 @@ def test_group_size_one_is_exactly_poisson_rdp():
     spec1 = acc.DPSGD(1.1, acc.Poisson(256 / 60_000), steps=1000, group_size=1)
     spec0 = acc.DPSGD(1.1, acc.Poisson(256 / 60_000), steps=1000)
     assert acc.epsilon(spec1, 1e-5).value == acc.epsilon(spec0, 1e-5).value
-    assert torch.equal(acc.rdp(spec1), 1000 * rdp_poisson_gaussian(default_orders(), 256 / 60_000, 1.1))
+    assert torch.equal(acc.rdp_curve(spec1), 1000 * rdp_poisson_gaussian(default_orders(), 256 / 60_000, 1.1))
 
 
 def test_tight_never_exceeds_baseline():

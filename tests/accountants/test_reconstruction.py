@@ -85,7 +85,7 @@ def test_rdp_route_is_sound_against_the_exact_one_step_value():
     assert ONE_STEP is not None, "tests/data/reference_values.json lost its T=1 rero record"
     p, v = ONE_STEP["params"], ONE_STEP["values"]
     k = torch.tensor(p["kappas"], dtype=F64)
-    got = rero_bound(acc.tradeoff(_spec(p), method="rdp"), k)
+    got = rero_bound(acc.tradeoff_curve(_spec(p), method="rdp"), k)
     for key in ("exact_one_step_remove_H1_with_record", "exact_one_step_add_H1_without_record"):
         assert bool((got >= torch.tensor(v[key], dtype=F64) * (1 - 1e-12)).all()), key
 
@@ -101,7 +101,7 @@ def test_dpsgd_values_need_pld(rec):
     pytest.importorskip("accountants.pld")
     p, v = rec["params"], rec["values"]
     k = torch.tensor(p["kappas"], dtype=F64)
-    f = acc.tradeoff(_spec(p), method="pld", pld_options={"eps_error": 1e-4})
+    f = acc.tradeoff_curve(_spec(p), method="pld", pld_options={"eps_error": 1e-4})
     got = rero_bound(f, k)
     ref = torch.tensor(v["rero_bound_pld_pessimistic"], dtype=F64)
     torch.testing.assert_close(got, ref, rtol=5e-4, atol=0.0)
@@ -109,5 +109,5 @@ def test_dpsgd_values_need_pld(rec):
         exact = torch.tensor(v["exact_one_step_remove_H1_with_record"], dtype=F64)
         assert bool((got >= exact * (1 - 1e-9)).all())
     # RDP is the looser sound bound.
-    assert bool((rero_bound(acc.tradeoff(_spec(p), method="rdp"), k) >= got - 1e-9).all())
+    assert bool((rero_bound(acc.tradeoff_curve(_spec(p), method="rdp"), k) >= got - 1e-9).all())
     assert math.isfinite(float(got.sum()))

@@ -231,7 +231,7 @@ def test_rdp_curve_of_laplace_is_below_the_exact_curve():
 
 def test_from_spec_rdp_and_pld_missing(monkeypatch):
     spec = acc.DPSGD(1.0, acc.Poisson(0.01), 100)
-    f = acc.tradeoff(spec, method="rdp")
+    f = acc.tradeoff_curve(spec, method="rdp")
     assert f.bound == "lower"
     assert f.is_symmetric
     assert_tradeoff_properties(f)
@@ -239,16 +239,16 @@ def test_from_spec_rdp_and_pld_missing(monkeypatch):
     assert float(f.epsilon(1e-5)) <= acc.epsilon(spec, 1e-5).value * (1 + 1e-4)
     monkeypatch.setitem(sys.modules, "accountants.pld", None)  # simulate an installation without PLD
     with pytest.raises(acc.UnsupportedError, match=r"accountants\.pld"):
-        acc.tradeoff(spec, method="pld")
+        acc.tradeoff_curve(spec, method="pld")
     with pytest.raises(ValueError, match="method must be one of"):
-        acc.tradeoff(spec, method="fdp")
+        acc.tradeoff_curve(spec, method="fdp")
 
 
 def test_from_spec_pld_is_tighter_than_rdp():
     pytest.importorskip("accountants.pld")
     spec = acc.DPSGD(1.0, acc.Poisson(0.01), 100)
-    f_pld = acc.tradeoff(spec, method="pld")
-    f_rdp = acc.tradeoff(spec, method="rdp")
+    f_pld = acc.tradeoff_curve(spec, method="pld")
+    f_rdp = acc.tradeoff_curve(spec, method="rdp")
     assert f_pld.bound == "lower"
     assert_tradeoff_properties(f_pld)
     assert float((f_rdp(GRID) - f_pld(GRID)).max()) <= 1e-9  # RDP is the looser lower bound
@@ -277,7 +277,7 @@ def test_extreme_parameters_stay_finite():
 
 def test_composed_spec_rdp_curve():
     parts = (acc.DPSGD(1.0, acc.Poisson(0.01), 50), acc.DPSGD(2.0, acc.Poisson(0.02), 50))
-    f = acc.tradeoff(acc.Composed(parts), method="rdp")
+    f = acc.tradeoff_curve(acc.Composed(parts), method="rdp")
     assert float(f.epsilon(1e-5)) <= acc.epsilon(acc.Composed(parts), 1e-5).value * (1 + 1e-4)
 
 
