@@ -8,7 +8,8 @@
 :func:`rdp_curve` and :func:`tradeoff_curve`.
 """
 
-from ._validate import UnsupportedError
+from . import describe
+from ._validate import InputError, InputTypeError, UnsupportedError
 from .accountant import Accountant, RDPAccountant
 from .api import calibrate, delta, epsilon, get_method, methods, poisson_epsilon, rdp_curve, register_method, supports
 from .capacity import capacity_divergences, restricted_kl, restricted_lower_bound, restricted_renyi
@@ -34,6 +35,8 @@ __all__ = [
     "EpsilonBound",
     "FixedSize",
     "Gaussian",
+    "InputError",
+    "InputTypeError",
     "Laplace",
     "Neighbouring",
     "OrderGridWarning",
@@ -49,6 +52,7 @@ __all__ = [
     "default_orders",
     "delta",
     "delta_divergence",
+    "describe",
     "epsilon",
     "fixed_size_step_rdp",
     "get_method",

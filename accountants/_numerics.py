@@ -12,6 +12,8 @@ import math
 import torch
 from torch import Tensor
 
+from ._validate import InputError
+
 __all__ = [
     "LN2",
     "as_float",
@@ -71,7 +73,7 @@ def log_add(a: Tensor, b: Tensor) -> Tensor:
 def log_sub(a: Tensor, b: Tensor) -> Tensor:
     """log(e^a - e^b) for a >= b. Raises ValueError if any b > a (a negative difference)."""
     if bool((b > a).any()):
-        raise ValueError("log_sub: the second argument exceeds the first (log of a negative number)")
+        raise InputError("log_sub: the second argument exceeds the first (log of a negative number)")
     a_safe = torch.where(torch.isfinite(a), a, torch.zeros_like(a))
     d = torch.where(torch.isfinite(a), b - a_safe, torch.full_like(a, -math.inf))
     out = a_safe + log1mexp(torch.clamp(d, max=0.0))

@@ -5,8 +5,9 @@ inside a computation. Messages follow one shape::
 
     q must be in (0, 1]; got 1.3 (3 of 64 entries out of range, first at index 7)
 
-Scalars and tensors go through the same functions. ``TypeError`` is raised for the wrong kind
-of input, ``ValueError`` for a value out of range (including NaN).
+Scalars and tensors go through the same functions. :class:`InputTypeError` (a ``TypeError``) is
+raised for the wrong kind of input, :class:`InputError` (a ``ValueError``) for a value out of range
+(including NaN). Both derive from :class:`InputError`, the one class the CLI reports as a usage error.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from typing import Any
 import torch
 
 __all__ = [
+    "InputError",
+    "InputTypeError",
     "UnsupportedError",
     "finite",
     "in_range",
@@ -26,7 +29,20 @@ __all__ = [
 ]
 
 
-class UnsupportedError(ValueError):
+class InputError(ValueError):
+    """Bad input: a value out of its allowed range, an invalid combination, a malformed file or flag.
+
+    The one base class of every input error dpaudit raises. The CLI turns exactly this class into a
+    one-line message naming the parameter and exit code 2; any other exception is an internal error
+    (exit 3, with a traceback). A ``ValueError`` subclass, so ``except ValueError`` keeps working.
+    """
+
+
+class InputTypeError(InputError, TypeError):
+    """Bad input of the wrong kind (a bool where a number belongs, a string where a tensor does)."""
+
+
+class UnsupportedError(InputError):
     """A combination of settings no implemented theorem covers (never a wrong number instead)."""
 
 
@@ -40,17 +56,17 @@ def _describe(lo: float | None, hi: float | None, closed: str) -> str:
 
 def _as_tensor(name: str, value: Any) -> torch.Tensor:
     if isinstance(value, bool):
-        raise TypeError(f"{name} must be a number or a tensor of numbers; got bool {value!r}")
+        raise InputTypeError(f"{name} must be a number or a tensor of numbers; got bool {value!r}")
     if isinstance(value, torch.Tensor):
         if value.dtype == torch.bool or value.is_complex():
-            raise TypeError(f"{name} must be a real tensor; got dtype {value.dtype}")
+            raise InputTypeError(f"{name} must be a real tensor; got dtype {value.dtype}")
         return value.detach()
     if isinstance(value, numbers.Real):
         return torch.tensor(float(value), dtype=torch.float64)
     try:
         t = torch.as_tensor(value, dtype=torch.float64)
     except (TypeError, ValueError, RuntimeError):
-        raise TypeError(
+        raise InputTypeError(
             f"{name} must be a number, a sequence of numbers or a tensor; got {type(value).__name__}"
         ) from None
     return t
@@ -58,11 +74,11 @@ def _as_tensor(name: str, value: Any) -> torch.Tensor:
 
 def _fail(name: str, value: torch.Tensor, bad: torch.Tensor, allowed: str) -> None:
     if value.ndim == 0:
-        raise ValueError(f"{name} must be {allowed}; got {value.item():g}")
+        raise InputError(f"{name} must be {allowed}; got {value.item():g}")
     flat_bad = bad.reshape(-1)
     idx = int(torch.nonzero(flat_bad)[0].item())
     first = value.reshape(-1)[idx].item()
-    raise ValueError(
+    raise InputError(
         f"{name} must be {allowed}; got {first:g} "
         f"({int(flat_bad.sum())} of {flat_bad.numel()} entries out of range, first at index {idx})"
     )
@@ -81,7 +97,7 @@ def in_range(lo: float | None, hi: float | None, *, closed: str = "both", **name
             tensors, the count and first index of entries out of range.
     """
     if closed not in ("both", "left", "right", "neither"):
-        raise ValueError(f"closed must be one of both, left, right, neither; got {closed!r}")
+        raise InputError(f"closed must be one of both, left, right, neither; got {closed!r}")
     allowed = "in " + _describe(lo, hi, closed)
     for name, raw in named.items():
         v = _as_tensor(name, raw)
@@ -116,12 +132,12 @@ def integer(lo: int | None = None, hi: int | None = None, **named: Any) -> None:
     """Check that each named value is an integer (a Python int, or an integral tensor) in [lo, hi]."""
     for name, raw in named.items():
         if isinstance(raw, bool):
-            raise TypeError(f"{name} must be an integer; got bool {raw!r}")
+            raise InputTypeError(f"{name} must be an integer; got bool {raw!r}")
         if isinstance(raw, numbers.Integral):
             v = torch.tensor(int(raw), dtype=torch.float64)
         elif isinstance(raw, float):
             if not math.isfinite(raw) or raw != int(raw):
-                raise TypeError(f"{name} must be an integer; got {raw!r}")
+                raise InputTypeError(f"{name} must be an integer; got {raw!r}")
             v = torch.tensor(raw, dtype=torch.float64)
         else:
             v = _as_tensor(name, raw).to(torch.float64)
@@ -129,3 +145,7 @@ def integer(lo: int | None = None, hi: int | None = None, **named: Any) -> None:
             if bool(nonint.any()):
                 _fail(name, v, nonint, "an integer")
         in_range(lo, hi, closed="both", **{name: v})
+
+# Users meet these as accountants.InputError etc. (the names the package exports).
+for _cls in (InputError, InputTypeError, UnsupportedError):
+    _cls.__module__ = "accountants"

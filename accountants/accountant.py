@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from . import api
+from ._validate import InputError
 from .events import DPSGD, Composed
 from .results import DeltaBound, EpsilonBound
 from .sampling import FixedSize, Neighbouring, Poisson
@@ -55,7 +56,7 @@ class Accountant:
                 at query time).
         """
         if (sampling is None) == (sample_rate is None):
-            raise ValueError("give exactly one of sampling= or sample_rate=")
+            raise InputError("give exactly one of sampling= or sample_rate=")
         if sampling is None:
             sampling = Poisson(sample_rate)  # type: ignore[arg-type]
         part = DPSGD(noise_multiplier, sampling, steps, self.neighbouring, self.group_size)
@@ -118,7 +119,7 @@ class Accountant:
     def from_state_dict(cls, state: dict[str, Any]) -> Accountant:
         """Rebuild an accountant from :meth:`state_dict` output."""
         if state.get("format") != "dpaudit.accountant/1":
-            raise ValueError(f"state format must be 'dpaudit.accountant/1'; got {state.get('format')!r}")
+            raise InputError(f"state format must be 'dpaudit.accountant/1'; got {state.get('format')!r}")
         acct = cls(state["neighbouring"], state["group_size"], state["method"])
         for h in state["history"]:
             sd = h["sampling"]
@@ -127,7 +128,7 @@ class Accountant:
             elif sd["kind"] == "fixed":
                 sampling = FixedSize(sd["batch_size"], sd["dataset_size"], sd["replace"])
             else:
-                raise ValueError(f"sampling kind must be 'poisson' or 'fixed'; got {sd['kind']!r}")
+                raise InputError(f"sampling kind must be 'poisson' or 'fixed'; got {sd['kind']!r}")
             acct.step(noise_multiplier=h["noise_multiplier"], sampling=sampling, steps=h["steps"])
         return acct
 

@@ -14,7 +14,7 @@ import torch
 from torch import Tensor
 
 from . import _validate as check
-from ._validate import UnsupportedError
+from ._validate import InputError, InputTypeError, UnsupportedError
 from .events import DPSGD, Composed
 from .orders import default_orders, near_one_orders
 from .rdp import delta_from_rdp, eps_from_rdp, rdp_poisson_gaussian, step_rdp, unsupported_reason
@@ -55,7 +55,7 @@ _METHODS: dict[str, Method] = {}
 def register_method(method: Method, *, force: bool = False) -> None:
     """Register an accounting method under ``method.name``; refuses duplicates unless ``force``."""
     if method.name in _METHODS and not force:
-        raise ValueError(f"accounting method {method.name!r} is already registered")
+        raise InputError(f"accounting method {method.name!r} is already registered")
     _METHODS[method.name] = method
 
 
@@ -64,7 +64,7 @@ def get_method(name: str) -> Method:
     try:
         return _METHODS[name]
     except KeyError:
-        raise ValueError(f"unknown accounting method {name!r}; choose from {sorted(_METHODS)}") from None
+        raise InputError(f"unknown accounting method {name!r}; choose from {sorted(_METHODS)}") from None
 
 
 def methods() -> list[str]:
@@ -79,7 +79,7 @@ def _parts(spec: Spec) -> tuple[DPSGD, ...]:
         if not spec.parts:
             return ()
         return spec.parts
-    raise TypeError(f"spec must be accountants.DPSGD or accountants.Composed; got {type(spec).__name__}")
+    raise InputTypeError(f"spec must be accountants.DPSGD or accountants.Composed; got {type(spec).__name__}")
 
 
 def _check_delta(value: float) -> float:
@@ -288,7 +288,7 @@ def calibrate(
     while g_hi > 0:
         hi += math.log(2.0)
         if hi > math.log(max_noise):
-            raise ValueError(
+            raise InputError(
                 f"target_epsilon={target_epsilon:g} at delta={delta:g} needs noise_multiplier > {max_noise:g}"
             )
         g_hi = g(hi)

@@ -48,7 +48,7 @@ import torch
 from torch import Tensor
 
 from . import _validate as check
-from ._validate import UnsupportedError
+from ._validate import InputError, InputTypeError, UnsupportedError
 from .events import DPSGD
 from .mechanisms import Gaussian, Laplace
 from .rdp.mechanisms import rdp_gaussian, rdp_laplace
@@ -122,13 +122,13 @@ def parse_class(name: str | Polynomial) -> Polynomial:
     if isinstance(name, Polynomial):
         return name
     if not isinstance(name, str):
-        raise TypeError(f"function class must be a str or Polynomial; got {type(name).__name__}")
+        raise InputTypeError(f"function class must be a str or Polynomial; got {type(name).__name__}")
     key = name.strip().lower()
     if key in ("linear", "lin"):
         return LINEAR
     if key.startswith("poly") and key[4:].isdigit():
         return Polynomial(int(key[4:]))
-    raise ValueError(f"unknown function class {name!r}; choose from linear, poly2, poly3, ... poly8")
+    raise InputError(f"unknown function class {name!r}; choose from linear, poly2, poly3, ... poly8")
 
 
 class Family(Enum):
@@ -157,7 +157,7 @@ class ScalarMixture:
 
     def __post_init__(self) -> None:
         if not isinstance(self.family, Family):
-            raise TypeError(f"family must be a Family; got {type(self.family).__name__}")
+            raise InputTypeError(f"family must be a Family; got {type(self.family).__name__}")
         w = torch.as_tensor(self.weights, dtype=_DTYPE) if not isinstance(self.weights, Tensor) else self.weights
         loc = torch.as_tensor(self.loc, dtype=w.dtype, device=w.device)
         scale = torch.as_tensor(self.scale, dtype=w.dtype, device=w.device)
@@ -166,9 +166,9 @@ class ScalarMixture:
         check.positive(scale=scale)
         w, loc, scale = torch.broadcast_tensors(w, loc, scale)
         if w.ndim == 0:
-            raise ValueError("weights, loc, scale must have a last (component) dimension; got scalars")
+            raise InputError("weights, loc, scale must have a last (component) dimension; got scalars")
         if not bool(torch.allclose(w.sum(-1), torch.ones((), dtype=w.dtype, device=w.device), atol=1e-12)):
-            raise ValueError("weights must sum to 1 over the last dimension")
+            raise InputError("weights must sum to 1 over the last dimension")
         object.__setattr__(self, "weights", w)
         object.__setattr__(self, "loc", loc)
         object.__setattr__(self, "scale", scale)
@@ -277,9 +277,9 @@ def f_star(kind: str, s: Tensor, alpha: Tensor | float | None = None, *, positiv
     if kind == "kl":
         return torch.exp(s - 1.0)
     if kind != "alpha":
-        raise ValueError(f"kind must be 'kl' or 'alpha'; got {kind!r}")
+        raise InputError(f"kind must be 'kl' or 'alpha'; got {kind!r}")
     if alpha is None:
-        raise ValueError("alpha is required for kind='alpha'")
+        raise InputError("alpha is required for kind='alpha'")
     a = torch.as_tensor(alpha, dtype=s.dtype, device=s.device)
     check.in_range(1.0, None, closed="neither", alpha=a)
     big_a = a / (a - 1.0)
@@ -578,7 +578,7 @@ class RestrictedValue(NamedTuple):
 
 def _check_pair(p: ScalarMixture, q: ScalarMixture) -> torch.Size:
     if not isinstance(p, ScalarMixture) or not isinstance(q, ScalarMixture):
-        raise TypeError("P and Q must be ScalarMixture descriptions of scalar output laws")
+        raise InputTypeError("P and Q must be ScalarMixture descriptions of scalar output laws")
     if p.family is not q.family:
         raise UnsupportedError(f"P ({p.family.value}) and Q ({q.family.value}) must belong to one family")
     return torch.broadcast_shapes(p.batch_shape, q.batch_shape)
@@ -886,7 +886,9 @@ def mechanism_pairs(mechanism: Gaussian | Laplace | DPSGD) -> dict[str, tuple[Sc
         mix = ScalarMixture.subsampled_gaussian(mechanism.sampling.rate, mechanism.noise_multiplier)
         base = ScalarMixture.gaussian(0.0, mechanism.noise_multiplier)
         return {WITH_WITHOUT: (mix, base), WITHOUT_WITH: (base, mix)}
-    raise TypeError(f"mechanism must be Gaussian, Laplace or a one-step Poisson DPSGD; got {type(mechanism).__name__}")
+    raise InputTypeError(
+        f"mechanism must be Gaussian, Laplace or a one-step Poisson DPSGD; got {type(mechanism).__name__}"
+    )
 
 
 class CapacityResult(NamedTuple):
@@ -955,19 +957,19 @@ def capacity_divergences(mechanism: Gaussian | Laplace | DPSGD,
         :class:`CapacityResult`. Never convert its numbers to (ε, δ) or trade-off curves.
     """
     if divergence not in ("kl", "renyi"):
-        raise ValueError(f"divergence must be 'kl' or 'renyi'; got {divergence!r}")
+        raise InputError(f"divergence must be 'kl' or 'renyi'; got {divergence!r}")
     if isinstance(function_classes, (str, Polynomial)):
         function_classes = (function_classes,)
     classes = [parse_class(c) for c in function_classes]
     if divergence == "renyi":
         if orders is None:
-            raise ValueError("orders are required for divergence='renyi' (alpha > 1)")
+            raise InputError("orders are required for divergence='renyi' (alpha > 1)")
         orders_t = torch.as_tensor(orders, dtype=_DTYPE).reshape(-1)
         check.finite(orders=orders_t)
         check.in_range(1.0, None, closed="neither", orders=orders_t)
     else:
         if orders is not None:
-            raise ValueError("orders must be None for divergence='kl'")
+            raise InputError("orders must be None for divergence='kl'")
         orders_t = None
     pairs = mechanism_pairs(mechanism)
     symmetric = not isinstance(mechanism, DPSGD)
@@ -998,20 +1000,20 @@ def capacity_divergences(mechanism: Gaussian | Laplace | DPSGD,
 def _mahalanobis_shift(v: Tensor, sigma: Tensor | float | None, cov: Tensor | None) -> Tensor:
     v = _t(v)
     if v.ndim == 0:
-        raise ValueError("v must have a last (coordinate) dimension")
+        raise InputError("v must have a last (coordinate) dimension")
     check.finite(v=v)
     if (sigma is None) == (cov is None):
-        raise ValueError("give exactly one of sigma (isotropic noise std) or cov (noise covariance)")
+        raise InputError("give exactly one of sigma (isotropic noise std) or cov (noise covariance)")
     if sigma is not None:
         s = _t(sigma)
         check.positive(sigma=s)
         return torch.linalg.vector_norm(v, dim=-1) / s
     c = _t(cov)
     if c.ndim < 2 or c.shape[-1] != c.shape[-2] or c.shape[-1] != v.shape[-1]:
-        raise ValueError(f"cov must have shape (..., d, d) with d = {v.shape[-1]}; got {tuple(c.shape)}")
+        raise InputError(f"cov must have shape (..., d, d) with d = {v.shape[-1]}; got {tuple(c.shape)}")
     chol, info = torch.linalg.cholesky_ex(c)
     if bool((info != 0).any()):
-        raise ValueError("cov must be symmetric positive definite")
+        raise InputError("cov must be symmetric positive definite")
     y = torch.linalg.solve_triangular(chol, v.unsqueeze(-1), upper=False).squeeze(-1)
     return torch.linalg.vector_norm(y, dim=-1)
 
@@ -1115,7 +1117,7 @@ def restricted_renyi_laplace_product(v: Tensor, b: Tensor | float, alpha: Tensor
     """
     v = _t(v)
     if v.ndim == 0:
-        raise ValueError("v must have a last (coordinate) dimension")
+        raise InputError("v must have a last (coordinate) dimension")
     check.finite(v=v)
     d = v.shape[-1]
     if d > 2:
@@ -1164,7 +1166,7 @@ def restricted_kl_laplace_product(v: Tensor, b: Tensor | float) -> Tensor:
     """
     v = _t(v)
     if v.ndim == 0:
-        raise ValueError("v must have a last (coordinate) dimension")
+        raise InputError("v must have a last (coordinate) dimension")
     check.finite(v=v)
     b_t = _t(b)
     check.positive(b=b_t)
@@ -1256,7 +1258,7 @@ def paper_claimed_lin_renyi_bound(mechanism: Gaussian | Laplace, alpha: Tensor |
     elif isinstance(mechanism, Gaussian):
         term = 2.0 ** (d * (a - 1.0)) * math.sqrt(math.pi / 2.0) ** (a - 1.0) * norm_aa / mechanism.sigma**a
     else:
-        raise TypeError(f"mechanism must be Gaussian or Laplace; got {type(mechanism).__name__}")
+        raise InputTypeError(f"mechanism must be Gaussian or Laplace; got {type(mechanism).__name__}")
     return torch.log1p(term) / (a - 1.0)
 
 
@@ -1333,25 +1335,25 @@ def restricted_lower_bound(samples_p: Tensor, samples_q: Tensor, function_class:
     """
     fc = parse_class(function_class)
     if divergence not in ("kl", "renyi"):
-        raise ValueError(f"divergence must be 'kl' or 'renyi'; got {divergence!r}")
+        raise InputError(f"divergence must be 'kl' or 'renyi'; got {divergence!r}")
     if divergence == "renyi":
         if alpha is None:
-            raise ValueError("alpha is required for divergence='renyi'")
+            raise InputError("alpha is required for divergence='renyi'")
         check.in_range(1.0, None, closed="neither", alpha=alpha)
     elif alpha is not None:
-        raise ValueError("alpha must be None for divergence='kl'")
+        raise InputError("alpha must be None for divergence='kl'")
     check.in_range(0.0, 1.0, closed="neither", confidence=confidence, fit_fraction=fit_fraction)
     check.in_range(0.0, None, ridge=ridge)
     xp, xq = _t(samples_p), _t(samples_q)
     if xp.ndim == 0 or xq.ndim == 0:
-        raise ValueError("samples must have a last (sample) dimension")
+        raise InputError("samples must have a last (sample) dimension")
     check.finite(samples_p=xp, samples_q=xq)
     shape = torch.broadcast_shapes(xp.shape[:-1], xq.shape[:-1])
     xp = xp.expand(*shape, xp.shape[-1]).reshape(-1, xp.shape[-1])
     xq = xq.expand(*shape, xq.shape[-1]).reshape(-1, xq.shape[-1])
     nfp, nfq = int(fit_fraction * xp.shape[-1]), int(fit_fraction * xq.shape[-1])
     if min(nfp, xp.shape[-1] - nfp, nfq, xq.shape[-1] - nfq) < fc.degree + 2:
-        raise ValueError("too few samples: each of the fit and evaluation parts needs > degree + 1 points")
+        raise InputError("too few samples: each of the fit and evaluation parts needs > degree + 1 points")
 
     def split(x: Tensor, nf: int) -> tuple[Tensor, Tensor]:
         perm = torch.argsort(torch.rand(x.shape, generator=generator, dtype=x.dtype, device=x.device), -1)

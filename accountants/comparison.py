@@ -29,7 +29,7 @@ import torch
 from torch import Tensor
 
 from . import _validate as check
-from ._validate import UnsupportedError
+from ._validate import InputError, InputTypeError, UnsupportedError
 from .tradeoff import GaussianTradeOff, PiecewiseLinearTradeOff, TradeOff
 
 __all__ = [
@@ -70,10 +70,10 @@ def _weight_fn(weight: Weight) -> tuple[Callable[[Tensor], Tensor] | None, str |
         case "uquadratic":  # UQuadratic[0, 1] density 12 (π − ½)²
             return (lambda p: 12.0 * (p - 0.5) ** 2), "uquadratic"
         case str():
-            raise ValueError(f"weight must be None, 'jeffreys', 'uquadratic' or a callable; got {weight!r}")
+            raise InputError(f"weight must be None, 'jeffreys', 'uquadratic' or a callable; got {weight!r}")
     if callable(weight):
         return weight, getattr(weight, "__name__", "custom")
-    raise TypeError(f"weight must be None, a string or a callable; got {type(weight).__name__}")
+    raise InputTypeError(f"weight must be None, a string or a callable; got {type(weight).__name__}")
 
 
 def bayes_risk(m: TradeOff, pi: Tensor | float, weight: Weight = None) -> Tensor:
@@ -333,7 +333,7 @@ def plrv_moments(m: TradeOff) -> PLRVMoments:
     """
     if isinstance(m, GaussianTradeOff):
         if m.mu.numel() != 1:
-            raise ValueError("plrv_moments needs a scalar mu")
+            raise InputError("plrv_moments needs a scalar mu")
         return gaussian_plrv_moments(float(m.mu))
     if isinstance(m, PiecewiseLinearTradeOff):
         w = m.alpha[1:] - m.alpha[:-1]
@@ -373,9 +373,9 @@ def emergent_dominance_bound(m: PLRVMoments, n: int, m_tilde: PLRVMoments, n_til
     check.integer(1, None, n=n, n_tilde=n_tilde)
     for name, v in (("m", m), ("m_tilde", m_tilde)):
         if not isinstance(v, PLRVMoments):
-            raise TypeError(f"{name} must be PLRVMoments; got {type(v).__name__}")
+            raise InputTypeError(f"{name} must be PLRVMoments; got {type(v).__name__}")
         if not (v.v1 > 0 and v.v2 > v.v1**2 and math.isfinite(v.v3)):
-            raise ValueError(f"{name} needs 0 < v1, v1² < v2 and a finite v3; got {v}")
+            raise InputError(f"{name} needs 0 < v1, v1² < v2 and a finite v3; got {v}")
     eta, eta_t = m.eta, m_tilde.eta
     mu, mu_t = 2.0 * math.sqrt(n) * eta, 2.0 * math.sqrt(n_tilde) * eta_t
     ordered = n * eta**2 >= n_tilde * eta_t**2

@@ -6,6 +6,7 @@ import numbers
 from dataclasses import dataclass, field
 
 from . import _validate as check
+from ._validate import InputError, InputTypeError
 from .sampling import FixedSize, Neighbouring, Poisson
 
 __all__ = ["DPSGD", "Composed"]
@@ -33,10 +34,10 @@ class DPSGD:
 
     def __post_init__(self) -> None:
         if isinstance(self.noise_multiplier, bool) or not isinstance(self.noise_multiplier, numbers.Real):
-            raise TypeError(f"noise_multiplier must be a real number; got {type(self.noise_multiplier).__name__}")
+            raise InputTypeError(f"noise_multiplier must be a real number; got {type(self.noise_multiplier).__name__}")
         check.positive(noise_multiplier=self.noise_multiplier)
         if not isinstance(self.sampling, (Poisson, FixedSize)):
-            raise TypeError(
+            raise InputTypeError(
                 f"sampling must be accountants.Poisson or accountants.FixedSize; got {type(self.sampling).__name__}"
             )
         check.integer(1, None, steps=self.steps, group_size=self.group_size)
@@ -58,6 +59,22 @@ class DPSGD:
         """The same run with another number of steps."""
         return DPSGD(self.noise_multiplier, self.sampling, steps, self.neighbouring, self.group_size)
 
+    def to_dict(self) -> dict:
+        """Lossless dict form (:func:`accountants.describe.to_dict`)."""
+        from .describe import to_dict
+
+        return to_dict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> DPSGD:
+        """Inverse of :meth:`to_dict` (:func:`accountants.describe.from_dict`); checks the kind."""
+        from .describe import from_dict
+
+        obj = from_dict(d, where="spec")
+        if not isinstance(obj, cls):
+            raise InputTypeError(f"spec describes a {type(obj).__name__}, not a {cls.__name__}")
+        return obj
+
 
 @dataclass(frozen=True, slots=True)
 class Composed:
@@ -73,17 +90,33 @@ class Composed:
         parts = tuple(self.parts)
         for i, p in enumerate(parts):
             if not isinstance(p, DPSGD):
-                raise TypeError(f"parts[{i}] must be a DPSGD; got {type(p).__name__}")
+                raise InputTypeError(f"parts[{i}] must be a DPSGD; got {type(p).__name__}")
         if parts:
             rel = {p.neighbouring for p in parts}
             grp = {p.group_size for p in parts}
             if len(rel) > 1:
-                raise ValueError(f"parts must share one neighbouring relation; got {sorted(r.value for r in rel)}")
+                raise InputError(f"parts must share one neighbouring relation; got {sorted(r.value for r in rel)}")
             if len(grp) > 1:
-                raise ValueError(f"parts must share one group_size; got {sorted(grp)}")
+                raise InputError(f"parts must share one group_size; got {sorted(grp)}")
         object.__setattr__(self, "parts", parts)
 
     @property
     def steps(self) -> int:
         """Total number of steps over all phases."""
         return sum(p.steps for p in self.parts)
+
+    def to_dict(self) -> dict:
+        """Lossless dict form (:func:`accountants.describe.to_dict`)."""
+        from .describe import to_dict
+
+        return to_dict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Composed:
+        """Inverse of :meth:`to_dict` (:func:`accountants.describe.from_dict`); checks the kind."""
+        from .describe import from_dict
+
+        obj = from_dict(d, where="spec")
+        if not isinstance(obj, cls):
+            raise InputTypeError(f"spec describes a {type(obj).__name__}, not a {cls.__name__}")
+        return obj

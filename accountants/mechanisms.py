@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import _validate as check
+from ._validate import InputTypeError
 
 __all__ = ["Gaussian", "Laplace", "RandomizedResponse"]
 
@@ -28,6 +29,22 @@ class Gaussian:
     def __post_init__(self) -> None:
         check.positive(sigma=self.sigma)
 
+    def to_dict(self) -> dict:
+        """Lossless dict form (:func:`accountants.describe.to_dict`)."""
+        from .describe import to_dict
+
+        return to_dict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Gaussian:
+        """Inverse of :meth:`to_dict` (:func:`accountants.describe.from_dict`); checks the kind."""
+        from .describe import from_dict
+
+        obj = from_dict(d, where="mechanism")
+        if not isinstance(obj, cls):
+            raise InputTypeError(f"mechanism describes a {type(obj).__name__}, not a {cls.__name__}")
+        return obj
+
 
 @dataclass(frozen=True, slots=True)
 class Laplace:
@@ -37,6 +54,22 @@ class Laplace:
 
     def __post_init__(self) -> None:
         check.positive(b=self.b)
+
+    def to_dict(self) -> dict:
+        """Lossless dict form (:func:`accountants.describe.to_dict`)."""
+        from .describe import to_dict
+
+        return to_dict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Laplace:
+        """Inverse of :meth:`to_dict` (:func:`accountants.describe.from_dict`); checks the kind."""
+        from .describe import from_dict
+
+        obj = from_dict(d, where="mechanism")
+        if not isinstance(obj, cls):
+            raise InputTypeError(f"mechanism describes a {type(obj).__name__}, not a {cls.__name__}")
+        return obj
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,3 +83,19 @@ class RandomizedResponse:
 
     def __post_init__(self) -> None:
         check.in_range(0.5, 1.0, closed="neither", p=self.p)
+
+    def to_dict(self) -> dict:
+        """Lossless dict form (:func:`accountants.describe.to_dict`)."""
+        from .describe import to_dict
+
+        return to_dict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> RandomizedResponse:
+        """Inverse of :meth:`to_dict` (:func:`accountants.describe.from_dict`); checks the kind."""
+        from .describe import from_dict
+
+        obj = from_dict(d, where="mechanism")
+        if not isinstance(obj, cls):
+            raise InputTypeError(f"mechanism describes a {type(obj).__name__}, not a {cls.__name__}")
+        return obj

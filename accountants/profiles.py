@@ -27,6 +27,7 @@ from torch import Tensor
 
 from . import _validate as check
 from ._numerics import as_float, log1mexp, log_binom, log_expm1, log_ndtr
+from ._validate import InputError
 
 __all__ = [
     "advanced_joint_convexity",
@@ -224,7 +225,7 @@ def tv_wor(batch_size: Tensor | int, dataset_size: Tensor | int) -> Tensor:
     bad = m > n
     if bool(bad.any()):
         i = int(torch.nonzero(bad.reshape(-1))[0].item())
-        raise ValueError(
+        raise InputError(
             "batch_size must be <= dataset_size for sampling without replacement; got batch_size="
             f"{m.reshape(-1)[i].item():g}, dataset_size={n.reshape(-1)[i].item():g}"
         )

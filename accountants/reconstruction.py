@@ -16,6 +16,7 @@ from __future__ import annotations
 from torch import Tensor
 
 from . import _validate as check
+from ._validate import InputTypeError
 from .tradeoff import TradeOff, _as_input
 
 __all__ = ["rero_bound"]
@@ -42,7 +43,7 @@ def rero_bound(tradeoff: TradeOff, kappa: Tensor | float, *, symmetrise: bool = 
     0.092362
     """
     if not isinstance(tradeoff, TradeOff):
-        raise TypeError(f"tradeoff must be an accountants.TradeOff; got {type(tradeoff).__name__}")
+        raise InputTypeError(f"tradeoff must be an accountants.TradeOff; got {type(tradeoff).__name__}")
     k = _as_input("kappa", kappa)
     check.in_range(0.0, 1.0, kappa=k)
     f = tradeoff.symmetrised() if symmetrise and not tradeoff.is_symmetric else tradeoff

@@ -10,6 +10,7 @@ import enum
 from dataclasses import dataclass
 
 from . import _validate as check
+from ._validate import InputError, InputTypeError
 
 __all__ = ["FixedSize", "Neighbouring", "Poisson", "Sampling"]
 
@@ -26,14 +27,10 @@ class Neighbouring(enum.Enum):
 
     @classmethod
     def parse(cls, value: str | Neighbouring) -> Neighbouring:
-        """Accept an enum member or one of "add-remove", "add_remove", "replace-one", "replace_one"."""
-        if isinstance(value, cls):
-            return value
-        key = str(value).strip().lower().replace("-", "_")
-        for member in cls:
-            if member.value == key:
-                return member
-        raise ValueError(f"neighbouring must be one of 'add-remove', 'replace-one'; got {value!r}")
+        """Accept an enum member or any spelling of :func:`accountants.describe.parse_neighbouring`."""
+        from .describe import parse_neighbouring
+
+        return parse_neighbouring(value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +50,22 @@ class Poisson:
     def expected_batch_size_fraction(self) -> float:
         """Expected batch size divided by the dataset size (= q)."""
         return float(self.rate)
+
+    def to_dict(self) -> dict:
+        """Lossless dict form (:func:`accountants.describe.to_dict`)."""
+        from .describe import to_dict
+
+        return to_dict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Poisson:
+        """Inverse of :meth:`to_dict` (:func:`accountants.describe.from_dict`); checks the kind."""
+        from .describe import from_dict
+
+        obj = from_dict(d, where="sampling")
+        if not isinstance(obj, cls):
+            raise InputTypeError(f"sampling describes a {type(obj).__name__}, not a {cls.__name__}")
+        return obj
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,9 +89,9 @@ class FixedSize:
     def __post_init__(self) -> None:
         check.integer(1, None, batch_size=self.batch_size, dataset_size=self.dataset_size)
         if not isinstance(self.replace, bool):
-            raise TypeError(f"replace must be a bool; got {type(self.replace).__name__}")
+            raise InputTypeError(f"replace must be a bool; got {type(self.replace).__name__}")
         if not self.replace and self.batch_size > self.dataset_size:
-            raise ValueError(
+            raise InputError(
                 f"batch_size must be in [1, dataset_size={self.dataset_size}] without replacement; "
                 f"got {self.batch_size}"
             )
@@ -87,6 +100,22 @@ class FixedSize:
     def rate(self) -> float:
         """b / n, the expected fraction of the dataset per step."""
         return self.batch_size / self.dataset_size
+
+    def to_dict(self) -> dict:
+        """Lossless dict form (:func:`accountants.describe.to_dict`)."""
+        from .describe import to_dict
+
+        return to_dict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> FixedSize:
+        """Inverse of :meth:`to_dict` (:func:`accountants.describe.from_dict`); checks the kind."""
+        from .describe import from_dict
+
+        obj = from_dict(d, where="sampling")
+        if not isinstance(obj, cls):
+            raise InputTypeError(f"sampling describes a {type(obj).__name__}, not a {cls.__name__}")
+        return obj
 
 
 Sampling = Poisson | FixedSize

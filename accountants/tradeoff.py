@@ -45,7 +45,7 @@ from torch import Tensor
 
 from . import _validate as check
 from ._numerics import as_float, log1mexp
-from ._validate import UnsupportedError
+from ._validate import InputError, InputTypeError, UnsupportedError
 from .mechanisms import Gaussian, Laplace, RandomizedResponse
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -77,15 +77,15 @@ def _ndtr(x: Tensor) -> Tensor:
 
 def _as_input(name: str, value: Tensor | float, like: Tensor | None = None) -> Tensor:
     if isinstance(value, bool):
-        raise TypeError(f"{name} must be a number or a tensor of numbers; got bool")
+        raise InputTypeError(f"{name} must be a number or a tensor of numbers; got bool")
     if isinstance(value, Tensor):
         if value.dtype == torch.bool or value.is_complex():
-            raise TypeError(f"{name} must be a real tensor; got dtype {value.dtype}")
+            raise InputTypeError(f"{name} must be a real tensor; got dtype {value.dtype}")
         return as_float(value)
     try:
         return as_float(torch.as_tensor(value, dtype=torch.float64), like=like)
     except (TypeError, ValueError, RuntimeError):
-        raise TypeError(
+        raise InputTypeError(
             f"{name} must be a number, a sequence of numbers or a tensor; got {type(value).__name__}"
         ) from None
 
@@ -113,7 +113,7 @@ def lower_convex_hull(x: Tensor, y: Tensor) -> tuple[Tensor, Tensor]:
         (x_hull, y_hull): 1-D tensors, x strictly increasing, slopes non-decreasing.
     """
     if x.ndim != 1 or y.shape != x.shape or x.numel() == 0:
-        raise ValueError(f"x and y must be non-empty 1-D tensors of one length; got {tuple(x.shape)}, {tuple(y.shape)}")
+        raise InputError(f"x and y must be non-empty 1-D tensors of one length; got {tuple(x.shape)}, {tuple(y.shape)}")
     check.finite(x=x, y=y)
     order = torch.argsort(y, stable=True)
     x, y = x[order], y[order]
@@ -281,7 +281,7 @@ class TradeOff:
                 return LaplaceTradeOff(sensitivity / b, description=f"Laplace b={b:g} (eta={sensitivity / b:g})")
             case RandomizedResponse(p=p):
                 if sensitivity != 1.0:
-                    raise ValueError(
+                    raise InputError(
                         f"randomized response has no sensitivity parameter; got sensitivity={sensitivity:g}"
                     )
                 eps = math.log(p / (1.0 - p))
@@ -289,7 +289,7 @@ class TradeOff:
                 return PiecewiseLinearTradeOff(
                     out.alpha, out.beta, bound="exact", description=f"randomized response p={p:g}", symmetric=True
                 )
-        raise TypeError(
+        raise InputTypeError(
             f"mechanism must be accountants.Gaussian, Laplace or RandomizedResponse; got {type(mechanism).__name__}"
         )
 
@@ -382,7 +382,7 @@ class TradeOff:
                 out = PiecewiseLinearTradeOff.from_privacy_profile(grid, torch.clamp(delta, 0.0, 1.0), symmetric=True)
                 out.description = f"PLD lower bound for {spec!r}"
                 return out
-        raise ValueError(f"method must be one of 'pld', 'rdp'; got {method!r}")
+        raise InputError(f"method must be one of 'pld', 'rdp'; got {method!r}")
 
 
 def default_profile_grid(dtype: torch.dtype = torch.float64) -> Tensor:
@@ -562,20 +562,20 @@ class PiecewiseLinearTradeOff(TradeOff):
         self, alpha: Tensor, beta: Tensor, *, bound: str, description: str = "", symmetric: bool | None = None
     ) -> None:
         if bound not in BOUNDS:
-            raise ValueError(f"bound must be one of {BOUNDS}; got {bound!r}")
+            raise InputError(f"bound must be one of {BOUNDS}; got {bound!r}")
         alpha = _as_input("alpha", alpha).reshape(-1)
         beta = _as_input("beta", beta, like=alpha).reshape(-1).to(alpha)
         if alpha.numel() < 2 or float(alpha[0]) != 0.0 or float(alpha[-1]) != 1.0:
-            raise ValueError("vertices must start at alpha=0 and end at alpha=1 (use TradeOff.from_points)")
+            raise InputError("vertices must start at alpha=0 and end at alpha=1 (use TradeOff.from_points)")
         check.in_range(0.0, 1.0, beta=beta)
         if bool((alpha[1:] <= alpha[:-1]).any()):
-            raise ValueError("vertex alpha must be strictly increasing (use TradeOff.from_points)")
+            raise InputError("vertex alpha must be strictly increasing (use TradeOff.from_points)")
         slopes = (beta[1:] - beta[:-1]) / (alpha[1:] - alpha[:-1])
         # The binary searches over edge slopes need a convex, non-increasing chain ending at β = 0.
         # (Tolerances absorb the rounding of nearly collinear hull vertices; the searches check ±1 vertex.)
         reversed_ = slopes[1:] < slopes[:-1] - 1e-9 * torch.abs(slopes[:-1]) - 1e-12
         if float(beta[-1]) != 0.0 or bool((slopes > 1e-12).any()) or bool(reversed_.any()):
-            raise ValueError(
+            raise InputError(
                 "vertices must form a convex, non-increasing curve ending at (1, 0) (use TradeOff.from_points)"
             )
         self.alpha = alpha
@@ -594,7 +594,7 @@ class PiecewiseLinearTradeOff(TradeOff):
         a = _as_input("alpha", alpha).reshape(-1)
         b = _as_input("beta", beta, like=a).reshape(-1).to(a)
         if a.shape != b.shape:
-            raise ValueError(f"alpha and beta must have one length; got {a.numel()} and {b.numel()}")
+            raise InputError(f"alpha and beta must have one length; got {a.numel()} and {b.numel()}")
         check.in_range(0.0, 1.0, alpha=a, beta=b)
         ends = torch.tensor([0.0, 1.0], dtype=a.dtype, device=a.device)
         xs = torch.cat([a, 1.0 - a, ends])
@@ -643,13 +643,13 @@ class PiecewiseLinearTradeOff(TradeOff):
         e = _as_input("eps", eps).reshape(-1)
         d = _as_input("delta", delta, like=e).reshape(-1).to(e)
         if e.shape != d.shape:
-            raise ValueError(f"eps and delta must have one length; got {e.numel()} and {d.numel()}")
+            raise InputError(f"eps and delta must have one length; got {e.numel()} and {d.numel()}")
         check.finite(eps=e)
         check.in_range(0.0, 1.0, delta=d)
         impossible = d < -torch.expm1(e) - 1e-12  # every profile has δ(ε) ≥ 1 − e^ε
         if bool(impossible.any()):
             i = int(torch.nonzero(impossible)[0])
-            raise ValueError(
+            raise InputError(
                 f"delta must be >= 1 - exp(eps) (no pair of distributions has a smaller hockey-stick divergence); "
                 f"got delta={float(d[i]):g} at eps={float(e[i]):g} (index {i})"
             )
@@ -860,13 +860,13 @@ def rdp_tradeoff_lines(
     t = _as_input("orders", orders).reshape(-1)
     rho = _as_input("rdp", rdp, like=t).reshape(-1).to(t)
     if t.shape != rho.shape:
-        raise ValueError(f"orders and rdp must have one length; got {t.numel()} and {rho.numel()}")
+        raise InputError(f"orders and rdp must have one length; got {t.numel()} and {rho.numel()}")
     check.in_range(1.0, None, closed="neither", orders=t)
     check.integer(2, None, n_alpha=n_alpha)
     check.in_range(0.0, None, margin=margin)
     ok = torch.isfinite(rho)
     if bool((rho[ok] < 0).any()):
-        raise ValueError("rdp must be >= 0")
+        raise InputError("rdp must be >= 0")
     t, rho = t[ok], rho[ok]
     if t.numel() == 0:
         raise UnsupportedError("no finite RDP value: the RDP curve gives no trade-off bound")

@@ -27,6 +27,7 @@ import torch
 from torch import Tensor, nn
 
 from accountants import _validate as check
+from accountants._validate import InputError
 
 from .data import Dataset
 
@@ -58,7 +59,7 @@ class GradientCanaries:
 
     def __post_init__(self) -> None:
         if self.vectors.ndim != 2:
-            raise ValueError(f"vectors must have shape (m, D); got {tuple(self.vectors.shape)}")
+            raise InputError(f"vectors must have shape (m, D); got {tuple(self.vectors.shape)}")
 
     @property
     def m(self) -> int:
@@ -86,7 +87,7 @@ class InputCanaries:
 
     def __post_init__(self) -> None:
         if self.x.shape[0] != self.y.shape[0]:
-            raise ValueError(f"x and y must have the same length; got {self.x.shape[0]} and {self.y.shape[0]}")
+            raise InputError(f"x and y must have the same length; got {self.x.shape[0]} and {self.y.shape[0]}")
 
     @property
     def m(self) -> int:
@@ -112,7 +113,7 @@ def dirac(coordinates: Sequence[int] | Tensor, dim: int, *, norm: float = 1.0, d
     check.positive(norm=norm)
     coords = torch.as_tensor(coordinates, dtype=torch.int64).reshape(-1)
     if coords.numel() and (coords.min() < 0 or coords.max() >= dim):
-        raise ValueError(f"coordinates must be in [0, {dim - 1}]; got {coords.tolist()}")
+        raise InputError(f"coordinates must be in [0, {dim - 1}]; got {coords.tolist()}")
     v = torch.zeros(coords.numel(), dim, dtype=dtype)
     v[torch.arange(coords.numel()), coords] = norm
     return GradientCanaries(v, "dirac")
@@ -144,7 +145,7 @@ def quiet_coordinates(model: nn.Module, params: dict[str, Tensor], data: Dataset
     g = per_example_gradients(model, params, data.x, data.y)
     mass = torch.cat([v.reshape(v.shape[0], -1).abs() for v in g.values()], dim=1).amax(dim=0)
     if k > mass.numel():
-        raise ValueError(f"k must be in [1, {mass.numel()}]; got {k}")
+        raise InputError(f"k must be in [1, {mass.numel()}]; got {k}")
     return torch.sort(mass, stable=True).indices[:k]
 
 

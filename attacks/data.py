@@ -22,6 +22,7 @@ import torch
 from torch import Tensor
 
 from accountants import _validate as check
+from accountants._validate import InputError, InputTypeError
 
 __all__ = ["Dataset", "breast_cancer", "digits", "gaussian_classes", "load", "names", "torchvision_folder"]
 
@@ -47,9 +48,9 @@ class Dataset:
 
     def __post_init__(self) -> None:
         if self.x.shape[0] != self.y.shape[0]:
-            raise ValueError(f"x and y must have the same length; got {self.x.shape[0]} and {self.y.shape[0]}")
+            raise InputError(f"x and y must have the same length; got {self.x.shape[0]} and {self.y.shape[0]}")
         if self.y.dtype != torch.int64:
-            raise TypeError(f"y must be int64; got {self.y.dtype}")
+            raise InputTypeError(f"y must be int64; got {self.y.dtype}")
 
     @property
     def n(self) -> int:
@@ -164,11 +165,11 @@ def torchvision_folder(
 
     cls = getattr(torchvision.datasets, name, None)
     if cls is None:
-        raise ValueError(f"name must be a torchvision dataset class such as 'MNIST'; got {name!r}")
+        raise InputError(f"name must be a torchvision dataset class such as 'MNIST'; got {name!r}")
     try:
         ds = cls(root=str(root), train=train, download=False)
     except RuntimeError as err:  # torchvision raises RuntimeError when files are missing
-        raise ValueError(f"{name} not found under root={str(root)!r}: {err}") from None
+        raise InputError(f"{name} not found under root={str(root)!r}: {err}") from None
     x = np.asarray(ds.data, dtype=np.float64).reshape(len(ds.data), -1)
     y = np.asarray(ds.targets)
     return _standardise(x, y, int(y.max()) + 1, f"torchvision:{name}", dtype)
@@ -187,5 +188,5 @@ def load(name: str, **kwargs) -> Dataset:
     try:
         loader = _LOADERS[name]
     except KeyError:
-        raise ValueError(f"unknown dataset {name!r}; choose from {names()}") from None
+        raise InputError(f"unknown dataset {name!r}; choose from {names()}") from None
     return loader(**kwargs)

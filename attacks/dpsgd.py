@@ -37,6 +37,7 @@ from torch.func import functional_call, grad, vmap
 from tqdm.auto import tqdm
 
 from accountants import _validate as check
+from accountants._validate import InputError, InputTypeError
 from accountants.events import DPSGD
 
 from . import models as _models
@@ -108,7 +109,7 @@ def _generators(generator: torch.Generator | Sequence[torch.Generator] | None, n
         return [generator] * n_models
     gens = list(generator)
     if len(gens) != n_models:
-        raise ValueError(f"generator must be one generator or a sequence of n_models={n_models}; got {len(gens)}")
+        raise InputError(f"generator must be one generator or a sequence of n_models={n_models}; got {len(gens)}")
     return gens
 
 
@@ -160,7 +161,7 @@ def train(
         :class:`TrainResult`.
     """
     if not isinstance(spec, DPSGD):
-        raise TypeError(f"spec must be an accountants.DPSGD; got {type(spec).__name__}")
+        raise InputTypeError(f"spec must be an accountants.DPSGD; got {type(spec).__name__}")
     check.positive(clip_norm=clip_norm, learning_rate=learning_rate)
     check.integer(1, None, n_models=n_models)
     describe(fault)  # validates the kind
@@ -175,20 +176,20 @@ def train(
         template = params
         lead = {int(v.shape[0]) for v in params.values()}
         if lead != {R}:
-            raise ValueError(f"params must have a leading model axis of length n_models={R}; got {sorted(lead)}")
+            raise InputError(f"params must have a leading model axis of length n_models={R}; got {sorted(lead)}")
     D = _models.num_params(template)
     m = 0
     if gradient_canaries is not None:
         if gradient_canaries.ndim != 2 or gradient_canaries.shape[1] != D:
-            raise ValueError(f"gradient_canaries must have shape (m, D={D}); got {tuple(gradient_canaries.shape)}")
+            raise InputError(f"gradient_canaries must have shape (m, D={D}); got {tuple(gradient_canaries.shape)}")
         m = gradient_canaries.shape[0]
     N = n_data + m
     if present is None:
         present = torch.ones(R, N, dtype=torch.bool)
     if present.shape != (R, N) or present.dtype != torch.bool:
-        raise ValueError(f"present must be a bool tensor of shape (n_models={R}, N={N}); got {tuple(present.shape)}")
+        raise InputError(f"present must be a bool tensor of shape (n_models={R}, N={N}); got {tuple(present.shape)}")
     if probes is not None and (probes.ndim != 2 or probes.shape[1] != D):
-        raise ValueError(f"probes must have shape (P, D={D}); got {tuple(probes.shape)}")
+        raise InputError(f"probes must have shape (P, D={D}); got {tuple(probes.shape)}")
 
     expected = samplers.expected_batch_size(spec.sampling, N)
     # Per-model randomness, in a fixed order: initialisation, batches, noise.

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from accountants import _validate as check
+from accountants._validate import InputTypeError
 
 __all__ = ["Fault", "NoClipping", "NoiseMissingFactor", "RealisedBatchNormalisation", "ShuffledBatches", "describe"]
 
@@ -77,4 +78,4 @@ def describe(fault: Fault | None) -> str:
         case ShuffledBatches():
             return "shuffled_batches"
         case _:
-            raise TypeError(f"fault must be one of the attacks.faults classes or None; got {type(fault).__name__}")
+            raise InputTypeError(f"fault must be one of the attacks.faults classes or None; got {type(fault).__name__}")

@@ -56,7 +56,7 @@ from torch import Tensor, nn
 from tqdm.auto import tqdm
 
 from accountants import _validate as check
-from accountants._validate import UnsupportedError
+from accountants._validate import InputError, InputTypeError, UnsupportedError
 from accountants.events import DPSGD
 from accountants.sampling import FixedSize
 
@@ -118,7 +118,7 @@ class Setup:
 
     def __post_init__(self) -> None:
         if not isinstance(self.spec, DPSGD):
-            raise TypeError(f"spec must be an accountants.DPSGD; got {type(self.spec).__name__}")
+            raise InputTypeError(f"spec must be an accountants.DPSGD; got {type(self.spec).__name__}")
         check.positive(clip_norm=self.clip_norm, learning_rate=self.learning_rate)
 
 
@@ -167,12 +167,12 @@ class AttackOutcome:
     def successes(self, name: str) -> Tensor:
         """(K,) bool exact-match reconstruction success (reconstruction game)."""
         if self.design is not Design.RECONSTRUCTION:
-            raise ValueError("successes() is defined for the reconstruction game only")
+            raise InputError("successes() is defined for the reconstruction game only")
         return recon.success(self.scores[name], self.truth)
 
     def _membership_only(self) -> None:
         if self.design is Design.RECONSTRUCTION:
-            raise ValueError("in_scores/out_scores are defined for membership games only")
+            raise InputError("in_scores/out_scores are defined for membership games only")
 
 
 def trial_seed(seed: int, index: int, stream: int = _STREAM_TRIALS) -> int:
@@ -204,7 +204,7 @@ def _read_trials(path: Path, game_id: str) -> dict[int, dict]:
             continue
         rec = json.loads(line)
         if rec.get("game_id") != game_id:
-            raise ValueError(
+            raise InputError(
                 f"{path}:{n} belongs to another game (game_id {rec.get('game_id')!r}, expected {game_id!r}); "
                 "use a new run folder or the configuration that wrote it"
             )
@@ -249,7 +249,7 @@ def _game_id(design: Design, setup: Setup, canaries: Canaries, threat: Threat, s
 
 def _check_fixed_size(setup: Setup, n_records: int) -> None:
     if isinstance(setup.spec.sampling, FixedSize) and setup.spec.sampling.dataset_size != n_records:
-        raise ValueError(
+        raise InputError(
             f"spec.sampling.dataset_size must be {n_records}, the records of the larger neighbouring dataset "
             f"(data.n plus the canaries it holds); got {setup.spec.sampling.dataset_size}"
         )
@@ -268,7 +268,7 @@ def _train_with(setup: Setup, canaries: Canaries, present_canaries: Tensor, gens
         case InputCanaries(x=x, y=y):
             return train(setup.spec, setup.model, setup.data.append(x, y), **common)
         case _:
-            raise TypeError(f"canaries must be GradientCanaries or InputCanaries; got {type(canaries).__name__}")
+            raise InputTypeError(f"canaries must be GradientCanaries or InputCanaries; got {type(canaries).__name__}")
 
 
 def _black_box_stats(setup: Setup, canaries: Canaries, result: TrainResult, kind: str) -> Tensor:
@@ -282,7 +282,7 @@ def _black_box_stats(setup: Setup, canaries: Canaries, result: TrainResult, kind
 def _validate_scores(scores: Sequence, threat: Threat, canaries: Canaries) -> list:
     scores = list(scores)
     if not scores:
-        raise ValueError("scores must name at least one score variant")
+        raise InputError("scores must name at least one score variant")
     for s in scores:
         needed = mia.needs(s)
         if not allows(threat, needed):
@@ -472,7 +472,7 @@ def multi_run_game(setup: Setup, canary: Canaries, *, threat: Threat | None = No
     """
     threat = WhiteBox() if threat is None else threat
     if canary.m != 1:
-        raise ValueError(f"the multi-run game takes exactly one canary; got m={canary.m} (use one_run_game)")
+        raise InputError(f"the multi-run game takes exactly one canary; got m={canary.m} (use one_run_game)")
     return _play(Design.MULTI_RUN, setup, canary, threat=threat, scores=_default_scores(scores, threat),
                  n_trials=n_trials, seed=seed, run_dir=run_dir, chunk_size=chunk_size, progress=progress,
                  keep_observations=keep_observations)
@@ -511,7 +511,7 @@ def reconstruction_game(setup: Setup, candidates: Canaries, *, threat: Threat | 
     """
     threat = WhiteBox() if threat is None else threat
     if candidates.m < 2:
-        raise ValueError(f"candidates must hold n ≥ 2 records; got {candidates.m}")
+        raise InputError(f"candidates must hold n ≥ 2 records; got {candidates.m}")
     if isinstance(threat, WhiteBox):
         scores = [mia.LikelihoodRatio()]
     else:
@@ -531,4 +531,4 @@ def _default_scores(scores: Sequence[mia.Score] | None, threat: Threat) -> list:
         case BlackBox():
             return [mia.LossScore(), mia.ConfidenceScore()]
         case _:
-            raise TypeError(f"threat must be WhiteBox() or BlackBox(); got {threat!r}")
+            raise InputTypeError(f"threat must be WhiteBox() or BlackBox(); got {threat!r}")

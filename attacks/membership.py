@@ -48,6 +48,7 @@ import torch
 from torch import Tensor, nn
 
 from accountants import _validate as check
+from accountants._validate import InputError, InputTypeError
 from accountants.events import DPSGD
 from accountants.sampling import FixedSize, Poisson
 
@@ -124,7 +125,7 @@ class LiRA:
         check.integer(2, None, n_shadow=self.n_shadow)
         for name in ("online", "fixed_variance"):
             if not isinstance(getattr(self, name), bool):
-                raise TypeError(f"{name} must be a bool; got {type(getattr(self, name)).__name__}")
+                raise InputTypeError(f"{name} must be a bool; got {type(getattr(self, name)).__name__}")
 
 
 Score = LikelihoodRatio | InnerProductSum | UpdateNorm | LossScore | ConfidenceScore | LiRA
@@ -144,7 +145,7 @@ def score_from_name(name: str, **kwargs) -> Score:
     try:
         cls = SCORES[name]
     except KeyError:
-        raise ValueError(f"unknown score {name!r}; choose from {sorted(SCORES)}") from None
+        raise InputError(f"unknown score {name!r}; choose from {sorted(SCORES)}") from None
     return cls(**kwargs)
 
 
@@ -164,7 +165,7 @@ def score_name(score: Score) -> str:
         case LiRA(n_shadow=s, online=on, fixed_variance=fv):
             return f"lira_{'online' if on else 'offline'}{'_fixedvar' if fv else ''}_{s}"
         case _:
-            raise TypeError(f"score must be one of {sorted(SCORES)} variants; got {type(score).__name__}")
+            raise InputTypeError(f"score must be one of {sorted(SCORES)} variants; got {type(score).__name__}")
 
 
 def needs(score: Score) -> Threat:
@@ -175,7 +176,7 @@ def needs(score: Score) -> Threat:
         case LossScore() | ConfidenceScore() | LiRA():
             return BlackBox()
         case _:
-            raise TypeError(f"score must be one of {sorted(SCORES)} variants; got {type(score).__name__}")
+            raise InputTypeError(f"score must be one of {sorted(SCORES)} variants; got {type(score).__name__}")
 
 
 def draw_law(spec: DPSGD, dataset_size: int, *, dtype: torch.dtype = torch.float64) -> tuple[Tensor, Tensor]:
@@ -202,7 +203,7 @@ def draw_law(spec: DPSGD, dataset_size: int, *, dtype: torch.dtype = torch.float
                 log_p = torch.where(k == b, 0.0, -math.inf).to(dtype)
             return k, log_p
         case _:
-            raise TypeError(f"spec.sampling must be Poisson or FixedSize; got {type(spec.sampling).__name__}")
+            raise InputTypeError(f"spec.sampling must be Poisson or FixedSize; got {type(spec.sampling).__name__}")
     k = torch.tensor([0.0, 1.0], dtype=dtype)
     log_p = torch.tensor([math.log1p(-p1) if p1 < 1 else -math.inf, math.log(p1)], dtype=dtype)
     return k, log_p
@@ -254,7 +255,7 @@ def update_norm_score(update_norms: Tensor, projections: Tensor, probes: Tensor)
         (...) scores; the same for every canary of a run (it reads no canary coordinate).
     """
     if projections.shape[:-1] != update_norms.shape or projections.shape[-1] != probes.shape[0]:
-        raise ValueError(f"projections must have shape update_norms.shape + (P={probes.shape[0]},); got "
+        raise InputError(f"projections must have shape update_norms.shape + (P={probes.shape[0]},); got "
                          f"{tuple(projections.shape)} and {tuple(update_norms.shape)}")
     unit = probes.to(projections.dtype)
     unit = unit / unit.norm(dim=1, keepdim=True)
@@ -287,7 +288,7 @@ def _centre_scale(stats: Tensor, mask: Tensor, fixed_variance: bool, what: str) 
     counts = mask.sum(dim=0)
     if bool((counts == 0).any()):
         j = int(torch.nonzero(counts == 0)[0])
-        raise ValueError(f"canary {j} has no '{what}' shadow model; use more shadows (n_shadow)")
+        raise InputError(f"canary {j} has no '{what}' shadow model; use more shadows (n_shadow)")
     filled = torch.where(mask, stats, torch.nan)
     centre = torch.nanmedian(filled, dim=0).values  # the reference code uses the median
     resid2 = torch.where(mask, (stats - centre) ** 2, 0.0)
@@ -295,7 +296,7 @@ def _centre_scale(stats: Tensor, mask: Tensor, fixed_variance: bool, what: str) 
         scale = (resid2.sum() / counts.sum()).sqrt().expand_as(centre)
     else:
         if bool((counts < 2).any()):
-            raise ValueError(f"per-example variance needs ≥ 2 '{what}' shadows per canary; use fixed_variance=True")
+            raise InputError(f"per-example variance needs ≥ 2 '{what}' shadows per canary; use fixed_variance=True")
         scale = (resid2.sum(dim=0) / counts).sqrt()
     return centre, scale.clamp_min(1e-30)  # + 1e-30 as the reference code, so ties do not divide by 0
 
@@ -317,7 +318,7 @@ def lira(target: Tensor, shadow: Tensor, shadow_in: Tensor, *, online: bool = Tr
         (K, m) scores, higher ⇒ member.
     """
     if shadow.shape != shadow_in.shape or shadow.shape[1:] != target.shape[1:]:
-        raise ValueError(
+        raise InputError(
             f"shadow, shadow_in and target must agree on canaries: {tuple(shadow.shape)}, "
             f"{tuple(shadow_in.shape)}, {tuple(target.shape)}"
         )

@@ -23,6 +23,7 @@ from torch import Tensor, nn
 from torch.func import functional_call, vmap
 
 from accountants import _validate as check
+from accountants._validate import InputError
 
 __all__ = [
     "Init",
@@ -94,7 +95,7 @@ def small_cnn(num_classes: int = 10, *, channels: int = 8, side: int = 8) -> nn.
     check.integer(2, None, num_classes=num_classes, side=side)
     check.integer(1, None, channels=channels)
     if side % 2:
-        raise ValueError(f"side must be even; got {side}")
+        raise InputError(f"side must be even; got {side}")
     return SmallCNN(num_classes, channels, side).to(torch.float64)
 
 
@@ -138,7 +139,7 @@ def init_params(
     else:
         gens = list(generators)
         if len(gens) != n_models:
-            raise ValueError(f"generators must have length n_models={n_models}; got {len(gens)}")
+            raise InputError(f"generators must have length n_models={n_models}; got {len(gens)}")
     bounds: dict[str, float] = {}
     for mod_name, mod in model.named_modules():
         if isinstance(mod, (nn.Linear, nn.Conv2d)):
@@ -153,7 +154,7 @@ def init_params(
                 out[name].append(torch.zeros(p.shape, dtype=dt))
             else:
                 if name not in bounds:
-                    raise ValueError(f"no default initialisation known for parameter {name!r}; use Init.ZEROS")
+                    raise InputError(f"no default initialisation known for parameter {name!r}; use Init.ZEROS")
                 u = torch.rand(p.shape, generator=g, dtype=dt)
                 out[name].append((2 * u - 1) * bounds[name])
     return {name: torch.stack(v) for name, v in out.items()}

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from torch import Tensor
 
+from accountants._validate import InputError
 from accountants.events import DPSGD
 
 from .membership import white_box_llr
@@ -55,7 +56,7 @@ def black_box_scores(target: Tensor, reference: Tensor) -> Tensor:
         (K, n).
     """
     if reference.ndim != 2 or reference.shape[0] < 2 or reference.shape[1] != target.shape[-1]:
-        raise ValueError(f"reference must have shape (S ≥ 2, n={target.shape[-1]}); got {tuple(reference.shape)}")
+        raise InputError(f"reference must have shape (S ≥ 2, n={target.shape[-1]}); got {tuple(reference.shape)}")
     mu = reference.mean(dim=0)
     sd = reference.std(dim=0).clamp_min(1e-30)
     return (target - mu) / sd

@@ -19,6 +19,7 @@ import torch
 from torch import Tensor
 
 from accountants import _validate as check
+from accountants._validate import InputError, InputTypeError
 from accountants.sampling import FixedSize, Poisson
 
 __all__ = ["fixed_size_with_replacement", "fixed_size_without_replacement", "poisson", "sample_counts", "shuffled"]
@@ -28,7 +29,7 @@ COUNT_DTYPE = torch.int16
 
 def _check_present(present: Tensor) -> Tensor:
     if not isinstance(present, Tensor) or present.dtype != torch.bool or present.ndim != 1:
-        raise TypeError("present must be a 1-D bool tensor (one entry per record)")
+        raise InputTypeError("present must be a 1-D bool tensor (one entry per record)")
     return present
 
 
@@ -82,7 +83,7 @@ def fixed_size_without_replacement(
     present = _check_present(present)
     n_present = int(present.sum())
     if batch_size > n_present:
-        raise ValueError(f"batch_size must be in [1, {n_present}] (the present records); got {batch_size}")
+        raise InputError(f"batch_size must be in [1, {n_present}] (the present records); got {batch_size}")
     keys = torch.rand(steps, present.numel(), generator=generator, dtype=torch.float64)
     keys = keys.masked_fill(~present, float("inf"))  # absent records are never among the b smallest
     idx = torch.topk(keys, batch_size, dim=1, largest=False).indices
@@ -114,7 +115,7 @@ def fixed_size_with_replacement(
     present = _check_present(present)
     where = torch.nonzero(present).squeeze(1)
     if where.numel() == 0:
-        raise ValueError("present must mark at least one record")
+        raise InputError("present must mark at least one record")
     pos = torch.randint(0, where.numel(), (steps, batch_size), generator=generator)
     counts = torch.zeros(steps, present.numel(), dtype=COUNT_DTYPE)
     return counts.scatter_add_(1, where[pos], torch.ones(steps, batch_size, dtype=COUNT_DTYPE))
@@ -138,7 +139,7 @@ def shuffled(batch_size: int, steps: int, present: Tensor, generator: torch.Gene
     where = torch.nonzero(present).squeeze(1)
     per_epoch = where.numel() // batch_size
     if per_epoch == 0:
-        raise ValueError(f"batch_size must be in [1, {where.numel()}] (the present records); got {batch_size}")
+        raise InputError(f"batch_size must be in [1, {where.numel()}] (the present records); got {batch_size}")
     counts = torch.zeros(steps, present.numel(), dtype=COUNT_DTYPE)
     t = 0
     while t < steps:
@@ -164,12 +165,12 @@ def sample_counts(
         case FixedSize(batch_size=b, dataset_size=n, replace=replace):
             n_present = int(_check_present(present).sum())
             if n < n_present:
-                raise ValueError(f"sampling.dataset_size must be ≥ the {n_present} records present; got {n}")
+                raise InputError(f"sampling.dataset_size must be ≥ the {n_present} records present; got {n}")
             if replace:
                 return fixed_size_with_replacement(b, steps, present, generator)
             return fixed_size_without_replacement(b, steps, present, generator)
         case _:
-            raise TypeError(
+            raise InputTypeError(
                 f"sampling must be accountants.Poisson or accountants.FixedSize; got {type(sampling).__name__}"
             )
 
@@ -182,6 +183,6 @@ def expected_batch_size(sampling: Poisson | FixedSize, dataset_size: int) -> flo
         case FixedSize(batch_size=b):
             return float(b)
         case _:
-            raise TypeError(
+            raise InputTypeError(
                 f"sampling must be accountants.Poisson or accountants.FixedSize; got {type(sampling).__name__}"
             )

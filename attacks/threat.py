@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from accountants._validate import InputTypeError
+
 __all__ = ["BlackBox", "Threat", "WhiteBox", "allows", "describe"]
 
 
@@ -42,7 +44,7 @@ def allows(threat: Threat, needed: Threat) -> bool:
         case BlackBox(), WhiteBox():
             return False
         case _:
-            raise TypeError(f"threat must be WhiteBox() or BlackBox(); got {threat!r}, {needed!r}")
+            raise InputTypeError(f"threat must be WhiteBox() or BlackBox(); got {threat!r}, {needed!r}")
 
 
 def describe(threat: Threat) -> str:
@@ -53,4 +55,4 @@ def describe(threat: Threat) -> str:
         case BlackBox():
             return "black_box"
         case _:
-            raise TypeError(f"threat must be WhiteBox() or BlackBox(); got {threat!r}")
+            raise InputTypeError(f"threat must be WhiteBox() or BlackBox(); got {threat!r}")

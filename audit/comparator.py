@@ -36,7 +36,7 @@ import scipy.stats
 import torch
 
 import accountants as acc
-from accountants._validate import UnsupportedError
+from accountants._validate import InputError, InputTypeError, UnsupportedError
 from accountants.comparison import delta_divergence
 from accountants.events import DPSGD
 from accountants.reconstruction import rero_bound
@@ -97,7 +97,7 @@ class Curves:
 def analytical_curves(spec: DPSGD, delta: float, *, methods: tuple[str, ...] = ("rdp", "pld")) -> Curves:
     """Curves and ε of ``spec`` from every method in ``methods`` that covers it.  Bound: lower (curves), upper (ε)."""
     if not isinstance(spec, DPSGD):
-        raise TypeError(f"spec must be an accountants.DPSGD; got {type(spec).__name__}")
+        raise InputTypeError(f"spec must be an accountants.DPSGD; got {type(spec).__name__}")
     out = Curves(spec, float(delta))
     for method in methods:
         try:
@@ -164,11 +164,11 @@ def violation_test(points: EmpiricalTradeOff, curve: TradeOff, *, against: str |
         against: label for reports (default: the curve's description).
     """
     if not isinstance(points, EmpiricalTradeOff):
-        raise TypeError(f"points must be an EmpiricalTradeOff; got {type(points).__name__}")
+        raise InputTypeError(f"points must be an EmpiricalTradeOff; got {type(points).__name__}")
     if not isinstance(curve, TradeOff):
-        raise TypeError(f"curve must be an accountants.TradeOff; got {type(curve).__name__}")
+        raise InputTypeError(f"curve must be an accountants.TradeOff; got {type(curve).__name__}")
     if curve.bound == "estimate":
-        raise ValueError("curve must be a sound bound (bound 'lower' or 'exact'); an estimate cannot be violated")
+        raise InputError("curve must be a sound bound (bound 'lower' or 'exact'); an estimate cannot be violated")
     a_hi = torch.as_tensor(np.clip(points.fpr_hi, 0, 1), dtype=torch.float64)
     b_hi = torch.as_tensor(np.clip(points.fnr_hi, 0, 1), dtype=torch.float64)
     g1 = (curve(a_hi) - b_hi).numpy()  # > 0: the box is below f
@@ -316,7 +316,7 @@ def compare_reconstruction(successes, kappa: float, curves: Curves, *, significa
         successes = successes.detach().cpu().numpy()
     s = np.asarray(successes).astype(bool).reshape(-1)
     if s.size == 0:
-        raise ValueError("successes must hold at least one trial")
+        raise InputError("successes must hold at least one trial")
     k, n = int(s.sum()), int(s.size)
     statistics.clopper_pearson(k, n, significance)  # validates k, n and significance
     lo = 0.0 if k == 0 else float(scipy.stats.beta.ppf(significance, k, n - k + 1))  # one-sided CP lower at s

@@ -12,7 +12,7 @@ one audit game with its own trials file.
 >>> loads('[training]\\nsampling = "shuffle"')
 Traceback (most recent call last):
 ...
-ValueError: training.sampling must be one of ['fixed_size', 'poisson']; got 'shuffle'
+accountants.InputError: training.sampling must be one of ['fixed_size', 'poisson']; got 'shuffle'
 """
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ import math
 import re
 from pathlib import Path
 from typing import Any
+
+from accountants._validate import InputError, InputTypeError
 
 try:
     import tomllib
@@ -151,24 +153,24 @@ def _check_value(key: str, value: Any, spec: tuple) -> Any:
         case "choice":
             allowed = spec[1]
             if not isinstance(value, str) or value not in allowed:
-                raise ValueError(f"{key} must be one of {list(allowed)}; got {value!r}")
+                raise InputError(f"{key} must be one of {list(allowed)}; got {value!r}")
             return value
         case "int":
             lo = spec[1]
             if isinstance(value, bool) or not isinstance(value, int):
-                raise ValueError(f"{key} must be an integer ≥ {lo}; got {value!r}")
+                raise InputError(f"{key} must be an integer ≥ {lo}; got {value!r}")
             if value < lo:
-                raise ValueError(f"{key} must be an integer ≥ {lo}; got {value!r}")
+                raise InputError(f"{key} must be an integer ≥ {lo}; got {value!r}")
             return value
         case "float":
             lo, hi, closed = spec[1]
             if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
-                raise ValueError(f"{key} must be a number in {_interval(lo, hi, closed)}; got {value!r}")
+                raise InputError(f"{key} must be a number in {_interval(lo, hi, closed)}; got {value!r}")
             v = float(value)
             ok = (lo is None or (v > lo if closed in ("open", "right") else v >= lo)) and \
                  (hi is None or (v < hi if closed in ("open", "left") else v <= hi))
             if not ok:
-                raise ValueError(f"{key} must be a number in {_interval(lo, hi, closed)}; got {value!r}")
+                raise InputError(f"{key} must be a number in {_interval(lo, hi, closed)}; got {value!r}")
             return v
     raise AssertionError(f"unknown schema kind {kind}")  # pragma: no cover - schema bug
 
@@ -184,14 +186,14 @@ def _validate_sections(raw: dict[str, Any], where: str = "") -> dict[str, dict[s
     out: dict[str, dict[str, Any]] = {}
     for section, table in raw.items():
         if section not in SCHEMA:
-            raise ValueError(f"{where}unknown section [{section}]; allowed: {sorted(SCHEMA)} and [[variant]]")
+            raise InputError(f"{where}unknown section [{section}]; allowed: {sorted(SCHEMA)} and [[variant]]")
         if not isinstance(table, dict):
-            raise ValueError(f"{where}[{section}] must be a table")
+            raise InputError(f"{where}[{section}] must be a table")
     for section, keys in SCHEMA.items():
         table = raw.get(section, {})
         unknown = sorted(set(table) - set(keys))
         if unknown:
-            raise ValueError(f"{where}unknown key {section}.{unknown[0]}; allowed keys: {sorted(keys)}")
+            raise InputError(f"{where}unknown key {section}.{unknown[0]}; allowed keys: {sorted(keys)}")
         out[section] = {}
         for key, spec in keys.items():
             value = table.get(key, spec[-1])
@@ -204,21 +206,21 @@ def _consistent(c: dict[str, dict[str, Any]], where: str) -> None:
     t, can, att, aud = c["training"], c["canary"], c["attack"], c["audit"]
     gradient = can["kind"] in _GRADIENT_CANARIES
     if att["threat_model"] == "white_box" and not gradient:
-        raise ValueError(f"{where}canary.kind = {can['kind']!r} is an input canary; attack.threat_model "
+        raise InputError(f"{where}canary.kind = {can['kind']!r} is an input canary; attack.threat_model "
                          "'white_box' needs a gradient canary ('dirac')")
     if att["threat_model"] == "black_box" and gradient:
-        raise ValueError(f"{where}canary.kind = 'dirac' has no input; attack.threat_model 'black_box' needs one of "
+        raise InputError(f"{where}canary.kind = 'dirac' has no input; attack.threat_model 'black_box' needs one of "
                          "['blank', 'mislabelled', 'out_of_distribution']")
     allowed = _WHITE_SCORES if att["threat_model"] == "white_box" else _BLACK_SCORES
     if att["score"] not in allowed and aud["game"] != "reconstruction":
-        raise ValueError(f"{where}attack.score must be one of {sorted(allowed)} for attack.threat_model "
+        raise InputError(f"{where}attack.score must be one of {sorted(allowed)} for attack.threat_model "
                          f"{att['threat_model']!r}; got {att['score']!r}")
     if aud["game"] == "multi_run" and can["count"] != 1:
-        raise ValueError(f"{where}canary.count must be 1 for audit.game 'multi_run'; got {can['count']}")
+        raise InputError(f"{where}canary.count must be 1 for audit.game 'multi_run'; got {can['count']}")
     if aud["game"] == "reconstruction" and can["count"] < 2:
-        raise ValueError(f"{where}canary.count (candidates) must be ≥ 2 for audit.game 'reconstruction'")
+        raise InputError(f"{where}canary.count (candidates) must be ≥ 2 for audit.game 'reconstruction'")
     if t["sampling"] == "fixed_size" and t["batch_size"] > t["n_records"] + can["count"]:
-        raise ValueError(f"{where}training.batch_size must be ≤ n_records + canary.count = "
+        raise InputError(f"{where}training.batch_size must be ≤ n_records + canary.count = "
                          f"{t['n_records'] + can['count']}; got {t['batch_size']}")
 
 
@@ -227,30 +229,30 @@ def loads(text: str) -> dict[str, Any]:
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise ValueError(f"invalid TOML: {exc}") from None
+        raise InputError(f"invalid TOML: {exc}") from None
     variants_raw = raw.pop("variant", [])
     if not isinstance(variants_raw, list):
-        raise ValueError("variant must be an array of tables ([[variant]])")
+        raise InputError("variant must be an array of tables ([[variant]])")
     base = _validate_sections(raw)
     resolved = copy.deepcopy(base)
     resolved["variant"] = []
     seen = set()
     for i, v in enumerate(variants_raw):
         if not isinstance(v, dict):
-            raise ValueError(f"variant[{i}] must be a table")
+            raise InputError(f"variant[{i}] must be a table")
         name = v.get("name")
         if not isinstance(name, str) or not _NAME.match(name):
-            raise ValueError(f"variant[{i}].name must be 1-64 characters of [A-Za-z0-9_.-]; got {name!r}")
+            raise InputError(f"variant[{i}].name must be 1-64 characters of [A-Za-z0-9_.-]; got {name!r}")
         if name in seen:
-            raise ValueError(f"variant[{i}].name {name!r} is used twice")
+            raise InputError(f"variant[{i}].name {name!r} is used twice")
         seen.add(name)
         overrides = {k: val for k, val in v.items() if k != "name"}
         if "claim" in overrides:
-            raise ValueError(f"variant {name!r}: [claim] is global; set it outside [[variant]]")
+            raise InputError(f"variant {name!r}: [claim] is global; set it outside [[variant]]")
         merged = copy.deepcopy(raw)
         for section, table in overrides.items():
             if not isinstance(table, dict):
-                raise ValueError(f"variant {name!r}: {section} must be a table of overrides (e.g. {section}.key = ...)")
+                raise InputError(f"variant {name!r}: {section} must be a table of overrides (e.g. {section}.key = ...)")
             merged.setdefault(section, {}).update(table)
         checked = _validate_sections(merged, where=f"variant {name!r}: ")
         entry = {"name": name}
@@ -268,7 +270,7 @@ def load(path: str | Path | None) -> dict[str, Any]:
         return loads(DEFAULT_TOML)
     p = Path(path)
     if not p.is_file():
-        raise ValueError(f"config file {str(p)!r} does not exist")
+        raise InputError(f"config file {str(p)!r} does not exist")
     return loads(p.read_text(encoding="utf-8"))
 
 
@@ -295,7 +297,7 @@ def _toml_value(v: Any) -> str:
         return repr(v)
     if isinstance(v, str):
         return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
-    raise TypeError(f"cannot write {type(v).__name__} to TOML")
+    raise InputTypeError(f"cannot write {type(v).__name__} to TOML")
 
 
 def dumps(config: dict[str, Any]) -> str:

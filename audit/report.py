@@ -30,6 +30,8 @@ from typing import Any
 
 import matplotlib
 
+from accountants._validate import InputError
+
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 from matplotlib.patches import Rectangle
@@ -282,7 +284,7 @@ def render(run: str | Path, result: dict[str, Any] | None = None) -> dict[str, P
 
         result = load_result(run)
     if result.get("format") != RESULT_FORMAT:
-        raise ValueError(f"result format must be {RESULT_FORMAT!r}; got {result.get('format')!r}")
+        raise InputError(f"result format must be {RESULT_FORMAT!r}; got {result.get('format')!r}")
     figures = _figures(result, run)
     md, page = run / "report.md", run / "report.html"
     md.write_text(_markdown(result, figures, run), encoding="utf-8")

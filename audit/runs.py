@@ -27,6 +27,7 @@ import numpy as np
 import torch
 
 import accountants as acc
+from accountants._validate import InputError
 from accountants.events import DPSGD
 from attacks import canaries as canaries_mod
 from attacks import data as data_mod
@@ -79,7 +80,7 @@ def build(v: dict[str, Any]) -> tuple[games.Setup, Any, Any, list]:
     t, can, att, aud = v["training"], v["canary"], v["attack"], v["audit"]
     d = data_mod.load(t["dataset"])
     if t["n_records"] > d.n:
-        raise ValueError(f"training.n_records must be ≤ {d.n} for dataset {t['dataset']!r}; got {t['n_records']}")
+        raise InputError(f"training.n_records must be ≤ {d.n} for dataset {t['dataset']!r}; got {t['n_records']}")
     d = d.subset(slice(0, t["n_records"]))
     in_features = int(np.prod(d.feature_shape))
     match t["model"]:
@@ -118,7 +119,7 @@ def _strategy(name: str, seed: int) -> statistics.ThresholdStrategy:
             return statistics.Split(0.5, seed)
         case "multi_split":
             return statistics.MultiSplit(11, 0.5, seed)
-    raise ValueError(f"audit.threshold must be one of ['bonferroni', 'multi_split', 'split']; got {name!r}")
+    raise InputError(f"audit.threshold must be one of ['bonferroni', 'multi_split', 'split']; got {name!r}")
 
 
 def _curve_samples(f: acc.TradeOff | None) -> dict[str, list[float]] | None:

@@ -45,6 +45,8 @@ import scipy.optimize
 import scipy.stats
 from numpy.typing import ArrayLike
 
+from accountants._validate import InputError, InputTypeError
+
 __all__ = [
     "Bonferroni",
     "EmpiricalTradeOff",
@@ -80,17 +82,17 @@ INTERVALS = ("clopper_pearson", "jeffreys")
 
 def _significance(significance: float) -> float:
     if isinstance(significance, bool) or not isinstance(significance, (int, float)):
-        raise TypeError(f"significance must be a number; got {type(significance).__name__}")
+        raise InputTypeError(f"significance must be a number; got {type(significance).__name__}")
     if not 0.0 < significance < 1.0:
-        raise ValueError(f"significance must be in (0, 1); got {significance!r}")
+        raise InputError(f"significance must be in (0, 1); got {significance!r}")
     return float(significance)
 
 
 def _delta(delta: float) -> float:
     if isinstance(delta, bool) or not isinstance(delta, (int, float)):
-        raise TypeError(f"delta must be a number; got {type(delta).__name__}")
+        raise InputTypeError(f"delta must be a number; got {type(delta).__name__}")
     if not 0.0 <= delta < 1.0:
-        raise ValueError(f"delta must be in [0, 1); got {delta!r}")
+        raise InputError(f"delta must be in [0, 1); got {delta!r}")
     return float(delta)
 
 
@@ -99,10 +101,10 @@ def _scores(name: str, x: ArrayLike) -> np.ndarray:
         x = x.detach().cpu().numpy()
     a = np.asarray(x, dtype=np.float64).reshape(-1)
     if a.size == 0:
-        raise ValueError(f"{name} must hold at least one score; got none")
+        raise InputError(f"{name} must hold at least one score; got none")
     if not np.all(np.isfinite(a)):
         bad = np.flatnonzero(~np.isfinite(a))
-        raise ValueError(f"{name} must be finite; got {a[bad[0]]} ({bad.size} of {a.size} entries, first at index "
+        raise InputError(f"{name} must be finite; got {a[bad[0]]} ({bad.size} of {a.size} entries, first at index "
                          f"{bad[0]})")
     return a
 
@@ -168,9 +170,9 @@ def _counts(k: ArrayLike, n: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
     k = np.asarray(k, dtype=np.float64)
     n = np.asarray(n, dtype=np.float64)
     if np.any(n < 1) or np.any(n != np.round(n)):
-        raise ValueError(f"n must be integers ≥ 1; got {n.reshape(-1)[:5].tolist()}")
+        raise InputError(f"n must be integers ≥ 1; got {n.reshape(-1)[:5].tolist()}")
     if np.any(k < 0) or np.any(k > n) or np.any(k != np.round(k)):
-        raise ValueError("k must be integers in [0, n]")
+        raise InputError("k must be integers in [0, n]")
     return np.broadcast_arrays(k, n)
 
 
@@ -180,7 +182,7 @@ def _upper(interval: str, k: np.ndarray, n: int, significance: float) -> np.ndar
             return clopper_pearson_upper(k, n, significance)
         case "jeffreys":
             return jeffreys_upper(k, n, significance)
-    raise ValueError(f"interval must be one of {list(INTERVALS)}; got {interval!r}")
+    raise InputError(f"interval must be one of {list(INTERVALS)}; got {interval!r}")
 
 
 # ------------------------------------------------------------------------------------ strategies
@@ -197,7 +199,7 @@ class Bonferroni:
 
     def __post_init__(self) -> None:
         if not self.ratio > 1.0:
-            raise ValueError(f"ratio must be > 1; got {self.ratio!r}")
+            raise InputError(f"ratio must be > 1; got {self.ratio!r}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,9 +210,9 @@ class Explicit:
 
     def __post_init__(self) -> None:
         if isinstance(self.threshold, bool) or not isinstance(self.threshold, (int, float)):
-            raise TypeError(f"threshold must be a number; got {type(self.threshold).__name__}")
+            raise InputTypeError(f"threshold must be a number; got {type(self.threshold).__name__}")
         if math.isnan(self.threshold):
-            raise ValueError("threshold must not be NaN")
+            raise InputError("threshold must not be NaN")
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,7 +224,7 @@ class Split:
 
     def __post_init__(self) -> None:
         if not 0.0 < self.frac < 1.0:
-            raise ValueError(f"frac must be in (0, 1); got {self.frac!r}")
+            raise InputError(f"frac must be in (0, 1); got {self.frac!r}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,9 +237,9 @@ class MultiSplit:
 
     def __post_init__(self) -> None:
         if isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < 1:
-            raise ValueError(f"k must be an integer ≥ 1; got {self.k!r}")
+            raise InputError(f"k must be an integer ≥ 1; got {self.k!r}")
         if not 0.0 < self.frac < 1.0:
-            raise ValueError(f"frac must be in (0, 1); got {self.frac!r}")
+            raise InputError(f"frac must be in (0, 1); got {self.frac!r}")
 
 
 ThresholdStrategy = Bonferroni | Explicit | Split | MultiSplit
@@ -255,7 +257,7 @@ def strategy_name(strategy: ThresholdStrategy) -> str:
             return f"split(frac={f:g}, seed={s})"
         case MultiSplit(k=k, frac=f, seed=s):
             return f"multi_split(k={k}, frac={f:g}, seed={s})"
-    raise TypeError(f"strategy must be Bonferroni(), Explicit(t), Split(...) or MultiSplit(...); got {strategy!r}")
+    raise InputTypeError(f"strategy must be Bonferroni(), Explicit(t), Split(...) or MultiSplit(...); got {strategy!r}")
 
 
 # ------------------------------------------------------------------------------------ results
@@ -469,7 +471,7 @@ def epsilon_lower_bound(
     xin, xout = _scores("in_scores", in_scores), _scores("out_scores", out_scores)
     strategy = Bonferroni() if strategy is None else strategy
     if interval not in INTERVALS:
-        raise ValueError(f"interval must be one of {list(INTERVALS)}; got {interval!r}")
+        raise InputError(f"interval must be one of {list(INTERVALS)}; got {interval!r}")
     name = strategy_name(strategy)
     match strategy:
         case Bonferroni(ratio=r):
@@ -486,7 +488,7 @@ def epsilon_lower_bound(
             chosen = bounds[(k - 1) // 2]  # lower median: at least half of the k bounds are ≥ it
             return EpsilonLowerBound(chosen.value, 1 - s, d, interval, name, chosen.threshold, chosen.fpr,
                                      chosen.fnr, chosen.fpr_upper, chosen.fnr_upper, xin.size, xout.size, k)
-    raise TypeError(f"strategy must be Bonferroni(), Explicit(t), Split(...) or MultiSplit(...); got {strategy!r}")
+    raise InputTypeError(f"strategy must be Bonferroni(), Explicit(t), Split(...) or MultiSplit(...); got {strategy!r}")
 
 
 def _explicit(xin: np.ndarray, xout: np.ndarray, th: float) -> dict[str, np.ndarray]:
@@ -517,7 +519,7 @@ def _split_bound(xin, xout, frac, rng, d, s, interval, name) -> EpsilonLowerBoun
     pin, pout = rng.permutation(xin.size), rng.permutation(xout.size)
     kin, kout = int(xin.size * frac), int(xout.size * frac)
     if min(kin, kout, xin.size - kin, xout.size - kout) < 1:
-        raise ValueError(f"frac={frac:g} leaves an empty part for {xin.size} in / {xout.size} out scores")
+        raise InputError(f"frac={frac:g} leaves an empty part for {xin.size} in / {xout.size} out scores")
     sel_in, ev_in = xin[pin[:kin]], xin[pin[kin:]]
     sel_out, ev_out = xout[pout[:kout]], xout[pout[kout:]]
     g = _grid(sel_in, sel_out, 2.0)
@@ -576,7 +578,7 @@ def ceiling(n_in: int, n_out: int, *, delta: float, significance: float = 0.05,
     """
     for name, v in (("n_in", n_in), ("n_out", n_out)):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-            raise ValueError(f"{name} must be an integer ≥ 1; got {v!r}")
+            raise InputError(f"{name} must be an integer ≥ 1; got {v!r}")
     strategy = Bonferroni() if strategy is None else strategy
     if isinstance(strategy, Explicit):
         strategy = Explicit(0.5)
@@ -615,9 +617,9 @@ def gdp_mu_for(epsilon: float, delta: float) -> float:
     """
     d = _delta(delta)
     if d <= 0:
-        raise ValueError("delta must be > 0 for a finite GDP μ")
+        raise InputError("delta must be > 0 for a finite GDP μ")
     if epsilon < 0:
-        raise ValueError(f"epsilon must be ≥ 0; got {epsilon!r}")
+        raise InputError(f"epsilon must be ≥ 0; got {epsilon!r}")
 
     def gap(mu: float) -> float:
         return _gdp_delta(mu, epsilon) - d
@@ -711,7 +713,7 @@ def _sup_eps(reject, eps_max: float = 64.0) -> float:
 def one_run_guess_grid(m: int) -> np.ndarray:
     """Numbers of guesses tried by the one-run bounds: m, m/2, m/4, …, ≥ 1 (fixed before the audit)."""
     if isinstance(m, bool) or not isinstance(m, (int, np.integer)) or m < 1:
-        raise ValueError(f"m must be an integer ≥ 1; got {m!r}")
+        raise InputError(f"m must be an integer ≥ 1; got {m!r}")
     g = {int(m)}
     r = int(m)
     while r > 1:
@@ -727,11 +729,11 @@ def _one_run(scores, truth, delta, significance, guesses, method, reject_fn) -> 
         truth = truth.detach().cpu().numpy()
     y = np.asarray(truth).astype(bool).reshape(-1)
     if y.size != x.size:
-        raise ValueError(f"truth must have one entry per score; got {y.size} and {x.size}")
+        raise InputError(f"truth must have one entry per score; got {y.size} and {x.size}")
     m = x.size
     grid = one_run_guess_grid(m) if guesses is None else np.asarray(guesses, dtype=int).reshape(-1)
     if grid.size == 0 or grid.min() < 1 or grid.max() > m:
-        raise ValueError(f"guesses must be integers in [1, {m}]")
+        raise InputError(f"guesses must be integers in [1, {m}]")
     order = np.argsort(-x, kind="stable")  # top-r by score are guessed "member" (one-sided guessing)
     correct_at = np.cumsum(y[order])
     sh = s / grid.size  # union bound over the guess counts
@@ -797,7 +799,7 @@ def epsilon_one_run_fdp(scores: ArrayLike, truth: ArrayLike, *, delta: float, si
     it somewhere, i.e. it is not μ(ε_lb, δ)-GDP.
     """
     if _delta(delta) <= 0:
-        raise ValueError("delta must be > 0 for the f-DP one-run bound (GDP curves have δ(ε) > 0)")
+        raise InputError("delta must be > 0 for the f-DP one-run bound (GDP curves have δ(ε) > 0)")
     return _one_run(scores, truth, delta, significance, guesses, "one_run_fdp", _fdp_rejects)
 
 

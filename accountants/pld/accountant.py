@@ -18,7 +18,7 @@ import torch
 from torch import Tensor
 
 from .. import _validate as check
-from .._validate import UnsupportedError
+from .._validate import InputError, InputTypeError, UnsupportedError
 from ..events import DPSGD, Composed
 from ..results import DeltaBound, EpsilonBound
 from .compose import ComposedPLD, compose, fast_length, window
@@ -44,7 +44,7 @@ def _parts(spec: Spec) -> tuple[DPSGD, ...]:
         return (spec,)
     if isinstance(spec, Composed):
         return spec.parts
-    raise TypeError(f"spec must be accountants.DPSGD or accountants.Composed; got {type(spec).__name__}")
+    raise InputTypeError(f"spec must be accountants.DPSGD or accountants.Composed; got {type(spec).__name__}")
 
 
 def _unsupported(spec: Spec) -> str | None:
@@ -150,7 +150,7 @@ def pld_profile(
     dirs, theorem = _directions(spec)
     total = sum(p.steps for p in _parts(spec))
     if total == 0:
-        raise ValueError("spec must contain at least one step")
+        raise InputError("spec must contain at least one step")
     dev = _resolve_device(device)
     tail = delta_error / (10.0 * total)      # +∞ mass of the pessimistic PMF ≤ delta_error/10
     gamma = delta_error / 10.0
@@ -258,7 +258,7 @@ def pld_privacy_profile(
         δ upper bounds with the shape of ``eps_grid`` (float64).
     """
     if not isinstance(eps_grid, Tensor):
-        raise TypeError(f"eps_grid must be a torch.Tensor; got {type(eps_grid).__name__}")
+        raise InputTypeError(f"eps_grid must be a torch.Tensor; got {type(eps_grid).__name__}")
     check.finite(eps_grid=eps_grid)
     check.positive(eps_error=eps_error)
     total = sum(p.steps for p in _parts(spec))

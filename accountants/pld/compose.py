@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from .._validate import InputError
 from .discretise import DiscreteStep
 
 __all__ = [
@@ -73,7 +74,7 @@ def fft_stages(n: int) -> int:
             n //= p
             t += w
     if n != 1:
-        raise ValueError(f"n must have prime factors 2, 3, 5 only (got factor {n})")
+        raise InputError(f"n must have prime factors 2, 3, 5 only (got factor {n})")
     return t
 
 
@@ -91,7 +92,7 @@ def fft_relative_error(n: int) -> float:
     eta = _MU + _gamma(4) * (math.sqrt(2.0) + _MU)
     te = fft_stages(n) * eta
     if te >= 0.5:
-        raise ValueError(f"FFT length n={n} too large for the a-priori error bound")
+        raise InputError(f"FFT length n={n} too large for the a-priori error bound")
     return te / (1.0 - te) + 2.0 * _U
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from .._validate import UnsupportedError
+from .._validate import InputError, UnsupportedError
 from ..events import DPSGD
 from ..sampling import FixedSize, Neighbouring, Poisson
 from .conversion import OrderGridWarning, delta_from_rdp, eps_from_rdp
@@ -68,7 +68,7 @@ def register_step_rdp(
     """
     key = (sampling, neighbouring)
     if key in _STEP_RDP and not force:
-        raise ValueError(f"an RDP handler for {sampling.__name__} / {neighbouring.value} is already registered")
+        raise InputError(f"an RDP handler for {sampling.__name__} / {neighbouring.value} is already registered")
     _STEP_RDP[key] = _Handler(fn, unsupported, int(max_group_size))
 
 

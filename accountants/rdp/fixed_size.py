@@ -53,7 +53,7 @@ from torch import Tensor
 
 from .. import _validate as check
 from .._numerics import as_float, binom_sign, log_binom, log_expm1, logsumexp_signed
-from .._validate import UnsupportedError
+from .._validate import InputError, UnsupportedError
 from ..sampling import Neighbouring
 from .poisson import log_a_minus_one, rdp_poisson_gaussian
 from .without_replacement import rdp_wor_wang2019_gaussian
@@ -257,7 +257,7 @@ def _check_common(alpha: Tensor, sigma: Tensor, q: Tensor | None = None, *, q_be
 def _m_values(m: int | Iterable[int]) -> tuple[int, ...]:
     ms = (m,) if isinstance(m, int) and not isinstance(m, bool) else tuple(m)  # type: ignore[arg-type]
     if not ms:
-        raise ValueError("m must be an integer >= 3 or a non-empty iterable of them; got an empty iterable")
+        raise InputError("m must be an integer >= 3 or a non-empty iterable of them; got an empty iterable")
     for v in ms:
         check.integer(3, None, m=v)
     return tuple(int(v) for v in ms)
@@ -592,7 +592,7 @@ def rdp_fswr_add_remove_lower(
     a = as_float(alpha)
     s = as_float(sigma, like=a)
     if s.numel() != 1:
-        raise ValueError(f"sigma must be a scalar for the lower bound; got shape {tuple(s.shape)}")
+        raise InputError(f"sigma must be a scalar for the lower bound; got shape {tuple(s.shape)}")
     check.positive(sigma=s)
     check.in_range(1.0, None, closed="neither", alpha=a)
     c = 4.0 / float(s.reshape(())) ** 2
@@ -602,14 +602,14 @@ def rdp_fswr_add_remove_lower(
     else:
         idx = torch.tensor(sorted(set(int(i) for i in indices)), device=a.device, dtype=torch.long)
         if idx.numel() == 0 or int(idx.min()) < 0 or int(idx.max()) > b:
-            raise ValueError(f"indices must be a non-empty subset of [0, {b}]")
+            raise InputError(f"indices must be a non-empty subset of [0, {b}]")
     flat = a.reshape(-1)
     is_int = (flat == torch.round(flat)) & (flat >= 2)
     amax = int(flat[is_int].max().item()) if bool(is_int.any()) else 2
     levels = amax - 2
     work = levels * (levels * int(idx.max()) + 1) * idx.numel()
     if work > _LOWER_MAX_STATES:
-        raise ValueError(
+        raise InputError(
             f"the lower bound at order {amax} with batch_size={b} needs ~{work:.2g} state updates "
             f"(limit {_LOWER_MAX_STATES:.2g}); pass indices=(0, 1, 2, {b}) for a truncated lower bound"
         )
@@ -785,7 +785,7 @@ def fixed_size_step_rdp(
         src = torch.where(src < len(DEFAULT_M), torch.zeros_like(src), torch.ones_like(src))
         return FixedSizeRdp(val.reshape(shape), src.reshape(shape), (THM_36_TAYLOR, THM_36_EXACT))
     if b > n:
-        raise ValueError(f"batch_size must be in [1, dataset_size={n}] without replacement; got {b}")
+        raise InputError(f"batch_size must be in [1, dataset_size={n}] without replacement; got {b}")
     q = torch.full_like(a, b / n)
     triv = rdp_gaussian_replacement(a, s)
     if rel is Neighbouring.ADD_REMOVE:

@@ -47,7 +47,7 @@ from torch import Tensor
 
 from .. import _validate as check
 from .._numerics import as_float, log1mexp, log_binom, log_expm1
-from .._validate import UnsupportedError
+from .._validate import InputError, InputTypeError, UnsupportedError
 from ..events import DPSGD
 from ..results import EpsilonBound
 from ..sampling import Neighbouring, Poisson
@@ -85,7 +85,7 @@ THEOREM_TIGHT = "Schuchardt et al. 2024 Thm 4.2 (tight group-K Poisson-subsample
 
 def _group_size(group_size: int) -> int:
     if not isinstance(group_size, numbers.Real):
-        raise TypeError(f"group_size must be an integer; got {type(group_size).__name__}")
+        raise InputTypeError(f"group_size must be an integer; got {type(group_size).__name__}")
     # TypeError for bool or 2.5, ValueError outside [1, 1024] (memory grows as K·αK beyond that)
     check.integer(1, 1024, group_size=group_size)
     return int(group_size)
@@ -368,7 +368,7 @@ def rdp_group_mironov(rdp_single: Callable[[Tensor], Tensor], alpha: Tensor | fl
     """
     K = _group_size(group_size)
     if K & (K - 1):
-        raise ValueError(f"group_size must be a power of 2 for Mironov's group property; got {K}")
+        raise InputError(f"group_size must be a power of 2 for Mironov's group property; got {K}")
     alpha = as_float(alpha)
     check.in_range(2.0, None, closed="left", alpha=alpha)
     c = K.bit_length() - 1  # log2 K
@@ -393,7 +393,7 @@ def rdp_group_holder_recursive(
     """
     K = _group_size(group_size)
     if K & (K - 1):
-        raise ValueError(f"group_size must be a power of 2 for the Hölder recursion; got {K}")
+        raise InputError(f"group_size must be a power of 2 for the Hölder recursion; got {K}")
     alpha = as_float(alpha)
     check.in_range(1.0, None, closed="neither", alpha=alpha)
 
@@ -406,7 +406,7 @@ def rdp_group_holder_recursive(
     out = rec(alpha, K)
     if monotone:
         if alpha.ndim == 0 or bool((torch.diff(alpha, dim=-1) < 0).any()):
-            raise ValueError("alpha must be sorted ascending along the last axis when monotone=True")
+            raise InputError("alpha must be sorted ascending along the last axis when monotone=True")
         out = torch.flip(torch.cummin(torch.flip(out, [-1]), dim=-1).values, [-1])
     return out
 
@@ -518,7 +518,7 @@ def rdp_wor_randomized_response_substitution(
     """
     check.integer(1, None, batch_size=batch_size, dataset_size=dataset_size)
     if batch_size >= dataset_size:
-        raise ValueError(f"batch_size must be < dataset_size; got {batch_size} >= {dataset_size}")
+        raise InputError(f"batch_size must be < dataset_size; got {batch_size} >= {dataset_size}")
     alpha, w, p = _rr_inputs(alpha, batch_size / dataset_size, p)
     pats = torch.tensor([[(m >> i) & 1 for i in range(3)] for m in range(8)], dtype=alpha.dtype, device=alpha.device)
     pp = p[..., None, None]
@@ -553,7 +553,7 @@ def rdp_fixed_size_gaussian_add_remove(
     """
     check.integer(1, None, batch_size=batch_size, dataset_size_lower=dataset_size_lower)
     if dataset_size_lower <= batch_size:
-        raise ValueError(f"dataset_size_lower must be > batch_size; got {dataset_size_lower} <= {batch_size}")
+        raise InputError(f"dataset_size_lower must be > batch_size; got {dataset_size_lower} <= {batch_size}")
     alpha = as_float(alpha)
     sigma = as_float(sigma, like=alpha)
     check.integer(2, None, alpha=alpha)

@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 import accountants as acc
+from accountants._validate import InputError
 
 JSON_FORMAT = "dpaudit.account/1"
 
@@ -44,13 +45,13 @@ def spec_from_args(args: argparse.Namespace) -> acc.DPSGD:
             if args.batch_size is not None and args.dataset_size is not None:
                 rate = args.batch_size / args.dataset_size
             else:
-                raise ValueError("--sampling poisson needs --sample-rate Q (or --batch-size B --dataset-size N)")
+                raise InputError("--sampling poisson needs --sample-rate Q (or --batch-size B --dataset-size N)")
         else:
             rate = args.sample_rate
         sampling: acc.Poisson | acc.FixedSize = acc.Poisson(rate)
     else:
         if args.batch_size is None or args.dataset_size is None:
-            raise ValueError(f"--sampling {args.sampling} needs --batch-size B and --dataset-size N")
+            raise InputError(f"--sampling {args.sampling} needs --batch-size B and --dataset-size N")
         sampling = acc.FixedSize(args.batch_size, args.dataset_size, replace=args.sampling == "fixed-wr")
     return acc.DPSGD(args.noise_multiplier, sampling, args.steps, args.neighbouring, args.group_size)
 
@@ -87,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
         else:
             results[name] = acc.delta(spec, args.epsilon, method=name).to_dict()
     if not results:
-        raise ValueError(
+        raise InputError(
             "no accounting method covers this combination: " + "; ".join(f"{k}: {v}" for k, v in skipped.items())
         )
     if args.json:

@@ -17,6 +17,7 @@ import torch
 
 import accountants as acc
 from accountants import capacity as cap
+from accountants._validate import InputError
 
 JSON_FORMAT = "dpaudit.capacity/1"
 ALL_CLASSES = ("linear", "poly2", "poly3")
@@ -55,31 +56,31 @@ def parse_mechanism(spec: str) -> tuple[acc.Gaussian | acc.Laplace | acc.DPSGD, 
     name, _, rest = spec.partition(":")
     name = name.strip().lower()
     if name not in _MECHANISMS:
-        raise ValueError(f"unknown mechanism {name!r} in --mechanism; choose from {sorted(_MECHANISMS)}")
+        raise InputError(f"unknown mechanism {name!r} in --mechanism; choose from {sorted(_MECHANISMS)}")
     params: dict[str, float] = {}
     for item in filter(None, (s.strip() for s in rest.split(","))):
         key, eq, value = item.partition("=")
         key = key.strip().replace("-", "_")
         if not eq or key not in _MECHANISMS[name]:
             allowed = list(_MECHANISMS[name])
-            raise ValueError(f"--mechanism {name}: expected key=value with key in {allowed}; got {item!r}")
+            raise InputError(f"--mechanism {name}: expected key=value with key in {allowed}; got {item!r}")
         try:
             params[key] = float(value)
         except ValueError:
-            raise ValueError(f"--mechanism {name}: {key} must be a number; got {value!r}") from None
+            raise InputError(f"--mechanism {name}: {key} must be a number; got {value!r}") from None
     if name == "laplace":
         if "b" not in params:
-            raise ValueError("--mechanism laplace needs b=B (Laplace scale / sensitivity, > 0)")
+            raise InputError("--mechanism laplace needs b=B (Laplace scale / sensitivity, > 0)")
         return acc.Laplace(params["b"]), {"name": "laplace", "b": params["b"]}
     if name == "gaussian":
         if "sigma" not in params:
-            raise ValueError("--mechanism gaussian needs sigma=S (noise std / sensitivity, > 0)")
+            raise InputError("--mechanism gaussian needs sigma=S (noise std / sensitivity, > 0)")
         return acc.Gaussian(params["sigma"]), {"name": "gaussian", "sigma": params["sigma"]}
     if "noise_multiplier" not in params or "sample_rate" not in params:
-        raise ValueError("--mechanism dpsgd needs noise_multiplier=S,sample_rate=Q")
+        raise InputError("--mechanism dpsgd needs noise_multiplier=S,sample_rate=Q")
     steps = params.get("steps", 1.0)
     if steps != int(steps):
-        raise ValueError(f"--mechanism dpsgd: steps must be an integer; got {steps:g}")
+        raise InputError(f"--mechanism dpsgd: steps must be an integer; got {steps:g}")
     mech = acc.DPSGD(params["noise_multiplier"], acc.Poisson(params["sample_rate"]), int(steps))
     return mech, {"name": "dpsgd", "noise_multiplier": params["noise_multiplier"],
                   "sample_rate": params["sample_rate"], "steps": int(steps), "neighbouring": "add-remove"}
@@ -92,9 +93,9 @@ def _f(x: torch.Tensor) -> float:
 def run(args: argparse.Namespace) -> int:
     mech, desc = parse_mechanism(args.mechanism)
     if args.divergence == "renyi" and args.order is None:
-        raise ValueError("--divergence renyi needs --order A (alpha > 1)")
+        raise InputError("--divergence renyi needs --order A (alpha > 1)")
     if args.divergence == "kl" and args.order is not None:
-        raise ValueError("--order applies to --divergence renyi only")
+        raise InputError("--order applies to --divergence renyi only")
     classes = list(ALL_CLASSES) if args.function_class == "all" else [args.function_class]
     orders = None if args.order is None else [args.order]
     res = cap.capacity_divergences(mech, classes, args.divergence, orders)

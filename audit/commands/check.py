@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
+from accountants._validate import InputError
+
 from .. import report, runs
 
 
@@ -45,7 +47,7 @@ def _junit(result: dict[str, Any], path: str) -> None:
 
 def run(args: Any) -> int:
     if not Path(args.claims).is_file():
-        raise ValueError(f"CLAIMS.toml {args.claims!r} does not exist")
+        raise InputError(f"CLAIMS.toml {args.claims!r} does not exist")
     with tempfile.TemporaryDirectory(prefix="dpaudit-check-") as tmp:
         out = args.out if args.out is not None else Path(tmp) / "run"
         folder, result = runs.execute(args.claims, out, resume=args.resume, progress=False, claim=True)

@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 import accountants as acc
+from accountants._validate import InputError
 from accountants.comparison import compare
 from accountants.tradeoff import TradeOff
 
@@ -49,18 +50,18 @@ def parse_mechanism(text: str) -> tuple[str, dict[str, str]]:
     kind, sep, rest = text.partition(":")
     kind = kind.strip().lower()
     if kind not in _KINDS:
-        raise ValueError(f"mechanism {text!r}: kind must be one of {sorted(_KINDS)}")
+        raise InputError(f"mechanism {text!r}: kind must be one of {sorted(_KINDS)}")
     params: dict[str, str] = {}
     for item in filter(None, (s.strip() for s in rest.split(","))) if sep else ():
         key, eq, value = item.partition("=")
         if not eq:
-            raise ValueError(f"mechanism {text!r}: expected key=value, got {item!r}")
+            raise InputError(f"mechanism {text!r}: expected key=value, got {item!r}")
         params[key.strip().replace("-", "_")] = value.strip()
     allowed = set(_KINDS[kind]) | set(_OPTIONAL.get(kind, ()))
     unknown = sorted(set(params) - allowed)
     missing = [k for k in _KINDS[kind] if k not in params]
     if unknown or missing:
-        raise ValueError(
+        raise InputError(
             f"mechanism {text!r}: {kind} takes {', '.join(_KINDS[kind])}"
             + (f" (optional: {', '.join(_OPTIONAL[kind])})" if kind in _OPTIONAL else "")
             + (f"; missing {', '.join(missing)}" if missing else "")
@@ -73,7 +74,7 @@ def _number(text: str, key: str, kind: type = float) -> Any:
     try:
         return kind(text)
     except ValueError:
-        raise ValueError(f"{key} must be {'an integer' if kind is int else 'a number'}; got {text!r}") from None
+        raise InputError(f"{key} must be {'an integer' if kind is int else 'a number'}; got {text!r}") from None
 
 
 def build_tradeoff(text: str, method: str = "pld") -> TradeOff:
@@ -92,7 +93,7 @@ def build_tradeoff(text: str, method: str = "pld") -> TradeOff:
                 p.get("neighbouring", "add-remove"),
             )
             return TradeOff.from_spec(spec, method=method)
-    raise ValueError(f"unknown mechanism kind {kind!r}")  # unreachable: parse_mechanism checked it
+    raise InputError(f"unknown mechanism kind {kind!r}")  # unreachable: parse_mechanism checked it
 
 
 def run(args: argparse.Namespace) -> int:

@@ -6,6 +6,8 @@ import sys
 import time
 from typing import Any
 
+from accountants._validate import InputError
+
 from .. import report, runs
 
 
@@ -28,7 +30,7 @@ def add_parser(sub: Any) -> None:
 
 def run(args: Any) -> int:
     if args.resume and args.out is None:
-        raise ValueError("--resume needs --out runs/NAME (the folder to continue)")
+        raise InputError("--resume needs --out runs/NAME (the folder to continue)")
     t0 = time.perf_counter()
     folder, result = runs.execute(args.config, args.out, resume=args.resume, progress=not args.quiet)
     paths = report.render(folder, result)
