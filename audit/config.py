@@ -18,6 +18,7 @@ accountants.InputError: training.sampling must be one of ['fixed_size', 'poisson
 from __future__ import annotations
 
 import copy
+import inspect
 import math
 from collections.abc import Callable
 from pathlib import Path
@@ -116,9 +117,32 @@ LIMITS: dict[str, int] = {
 _HARD_LIMITS = {"audit.seed": 2**63 - 1}
 _MAX_TEXT = 1_000_000  # characters of a configuration file
 
-# The design a user trainer gets when its config has no [canary] and no [attack] keys: the final
-# model only (black box), a blank-image canary, the −loss score (docs/own-training.md).
-RECOMMENDED_DESIGN = {"canary": {"kind": "blank"}, "attack": {"threat_model": "black_box", "score": "loss"}}
+# The designs a user trainer gets when its config has no [canary] and no [attack] keys, chosen by the
+# fault-detection study (docs/fault-detection.md): the white-box one when the trainer accepts the
+# keyword ``audit`` (the hooks of attacks/plugin.py), else the black-box one (the final model only).
+RECOMMENDED_BLACK_BOX = {"canary": {"kind": "blank"}, "attack": {"threat_model": "black_box", "score": "loss"}}
+RECOMMENDED_WHITE_BOX = {"canary": {"kind": "blank"}, "attack": {"threat_model": "white_box", "score": "inner_product"}}
+RECOMMENDED_DESIGN = RECOMMENDED_BLACK_BOX  # the design for a trainer that takes no ``audit`` keyword
+
+
+def recommended_design(trainer: str, base_dir: str | Path | None = None) -> dict[str, dict[str, Any]]:
+    """The default design for a user trainer (docs/fault-detection.md): white box when it accepts ``audit=``.
+
+    The white-box design is an input canary (it goes through the trainer's whole pipeline, data
+    loader included, unlike the gradient-canary hook) scored by the per-step updates' projection on
+    its clipped gradient. A trainer that cannot be imported here gets the black-box design (the run
+    then reports the import error itself).
+    """
+    from attacks import plugin  # lazy: importing the trainer is needed only for a defaulted design
+
+    design = RECOMMENDED_BLACK_BOX
+    try:
+        fn = plugin.load_trainer(trainer, base_dir)
+        inspect.signature(fn).bind(None, None, seed=0, audit=None)
+        design = RECOMMENDED_WHITE_BOX
+    except (InputError, TypeError, ValueError):
+        pass
+    return copy.deepcopy(design)
 
 
 def _choice(*allowed: str):
@@ -310,8 +334,11 @@ def _consistent(c: dict[str, dict[str, Any]], where: str) -> None:
                          f"{t['n_records'] + can['count']}; got {t['batch_size']}")
 
 
-def loads(text: str) -> dict[str, Any]:
-    """Parse and validate a TOML configuration; returns the fully resolved dict (with ``variant``)."""
+def loads(text: str, *, base_dir: str | Path | None = None) -> dict[str, Any]:
+    """Parse and validate a TOML configuration; returns the fully resolved dict (with ``variant``).
+
+    ``base_dir``: the configuration file's folder, where a user trainer's module is looked up first.
+    """
     if not isinstance(text, str):
         raise InputTypeError(f"a configuration must be TOML text; got {type(text).__name__}")
     if len(text) > _MAX_TEXT:
@@ -326,8 +353,9 @@ def loads(text: str) -> dict[str, Any]:
     variants_raw = raw.pop("variant", [])
     training = raw.get("training")
     if isinstance(training, dict) and training.get("trainer") and "canary" not in raw and "attack" not in raw:
-        # a config naming only a user trainer and the claim gets the recommended black-box design
-        raw["canary"], raw["attack"] = dict(RECOMMENDED_DESIGN["canary"]), dict(RECOMMENDED_DESIGN["attack"])
+        # a config naming only a user trainer and the claim gets the recommended design for what it supports
+        design = recommended_design(str(training["trainer"]), training.get("trainer_dir") or base_dir)
+        raw["canary"], raw["attack"] = design["canary"], design["attack"]
     if not isinstance(variants_raw, list):
         raise InputError("variant must be an array of tables ([[variant]])")
     base = _validate_sections(raw)
@@ -364,7 +392,7 @@ def load(path: str | Path | None) -> dict[str, Any]:
     """Load a configuration file (None: the embedded default)."""
     if path is None:
         return loads(DEFAULT_TOML)
-    cfg = loads(read_text(path, what="config file"))
+    cfg = loads(read_text(path, what="config file"), base_dir=Path(path).resolve().parent)
     if cfg["training"]["trainer"] and not cfg["training"]["trainer_dir"]:
         cfg["training"]["trainer_dir"] = str(Path(path).resolve().parent)  # a trainer's module is looked up here first
     return cfg

@@ -50,7 +50,7 @@ def test_trainer_from_the_config_folder_through_the_toml_key(tmp_path):
     cfg.write_text('[training]\ntrainer = "my_trainer_mod:train"\nn_records = 30\nnoise_multiplier = 2.0\n'
                    'steps = 3\n[audit]\ntrials = 6\n', encoding="utf-8")
     loaded = config.load(cfg)
-    # no [canary]/[attack] keys: the recommended black-box design
+    # no [canary]/[attack] keys and no audit= keyword: the recommended black-box design
     assert loaded["canary"]["kind"] == "blank" and loaded["attack"]["threat_model"] == "black_box"
     assert loaded["training"]["trainer_dir"] == str(tmp_path.resolve())
     folder, result = runs.execute(cfg, tmp_path / "run", progress=False)
@@ -62,6 +62,34 @@ def test_trainer_from_the_config_folder_through_the_toml_key(tmp_path):
     folder2, result2 = runs.execute(None, tmp_path / "run", resume=True, progress=False)
     assert result2.audits[0].epsilon_lower == a.epsilon_lower
     assert len((folder2 / "audits" / "main" / "trials.jsonl").read_text().splitlines()) == 6
+
+
+def test_the_default_design_follows_what_the_trainer_supports(tmp_path):
+    # docs/fault-detection.md: no [canary]/[attack] keys -> a blank canary, scored by the per-step
+    # projection (white box) for a trainer taking audit=, by the final model's loss (black box) otherwise
+    (tmp_path / "sig_mod.py").write_text(textwrap.dedent('''
+        def black(x, y, *, seed):
+            pass
+
+        def white(x, y, *, seed, audit=None):
+            pass
+    '''), encoding="utf-8")
+    claim = '\nn_records = 30\nnoise_multiplier = 2.0\nsteps = 3\n'
+    for fn, sampling, kind, threat, score in [
+            ("black", "poisson", "blank", "black_box", "loss"),
+            ("white", "poisson", "blank", "white_box", "inner_product"),
+            ("white", "fixed_size", "blank", "white_box", "inner_product"),  # input canaries: any sampling
+            ("missing", "poisson", "blank", "black_box", "loss")]:  # not importable: the run reports it
+        cfg = tmp_path / f"{fn}_{sampling}.toml"
+        cfg.write_text(f'[training]\ntrainer = "sig_mod:{fn}"\nsampling = "{sampling}"{claim}', encoding="utf-8")
+        loaded = config.load(cfg)
+        assert (loaded["canary"]["kind"], loaded["attack"]["threat_model"], loaded["attack"]["score"]) == \
+            (kind, threat, score), (fn, sampling)
+    # an explicit design is kept as written
+    cfg.write_text('[training]\ntrainer = "sig_mod:white"' + claim + '[attack]\nthreat_model = "black_box"\n'
+                   'score = "confidence"\n[canary]\nkind = "mislabelled"\n', encoding="utf-8")
+    loaded = config.load(cfg)
+    assert (loaded["canary"]["kind"], loaded["attack"]["score"]) == ("mislabelled", "confidence")
 
 
 def test_a_trainer_that_raises_on_trial_3_keeps_trials_0_to_2(tmp_path, small):
