@@ -3,7 +3,7 @@
 One step for each model r (Abadi et al. 2016, Alg. 1; σ and C as in Opacus)::
 
     B_t    ~ spec.sampling                       (samplers.sample_counts; absent records never drawn)
-    g_i    = ∇_θ ℓ(θ; x_i, y_i)                   (exact, torch.func: functional_call + vmap(grad))
+    g_i    = ∇_θ ℓ(θ; x_i, y_i)                   (exact: closed form, attacks.ghost, or vmap(grad))
     s_t    = Σ_{i∈B_t} g_i · min(1, C/‖g_i‖)       (+ gradient canaries, clipped the same way)
     u_t    = (s_t + N(0, σ²C² I)) / E|B|           (E|B| = q·N for Poisson, b for fixed size)
     θ     ← θ − η · u_t
@@ -11,8 +11,10 @@ One step for each model r (Abadi et al. 2016, Alg. 1; σ and C as in Opacus)::
 Dividing by the *expected* batch size keeps the normaliser public: dividing by the realised
 Poisson size would leak it (opacus #571/#819; see :class:`attacks.faults.RealisedBatchNormalisation`).
 
-R models are stacked on a leading axis and every step is one vectorised call (vmap over models
-of vmap over examples). All randomness of model r (initialisation, batches, noise) comes from
+R models are stacked on a leading axis and every step is one vectorised call: for the models of
+:mod:`attacks.models`, the closed-form norms ‖g_i‖ and clipped sum of :mod:`attacks.ghost` (no
+per-example gradient tensor for linear layers); for any other model, vmap over models of vmap
+over examples. All randomness of model r (initialisation, batches, noise) comes from
 its own generator, in that order, so a model's run does not depend on the other models beside it.
 
 Device and dtype follow ``data.x``: the per-model draws come from CPU generators (so a model's
@@ -47,6 +49,7 @@ from accountants import _validate as check
 from accountants._validate import InputError, InputTypeError
 from accountants.events import DPSGD
 
+from . import ghost as _ghost
 from . import models as _models
 from . import samplers
 from .data import Dataset
@@ -138,6 +141,7 @@ def train(
     fault: Fault | None = None,
     record_updates: bool = False,
     progress: bool = False,
+    closed_form: bool = True,
 ) -> TrainResult:
     """Train R models with DP-SGD as ``spec`` describes (σ, sampling, T) and record what an adversary sees.
 
@@ -164,6 +168,8 @@ def train(
         fault: a fault from :mod:`attacks.faults`, or None for the honest algorithm.
         record_updates: keep every update u_t (R·T·D numbers).
         progress: show a tqdm bar over steps.
+        closed_form: use the closed-form gradient norms and clipped sums of :mod:`attacks.ghost`
+            for the models it knows (same gradients, fewer operations); False forces ``vmap(grad)``.
 
     Returns:
         :class:`TrainResult`.
@@ -231,6 +237,7 @@ def train(
         pr = probes.to(device=dev, dtype=dtype)
         unit_probes = pr / pr.norm(dim=1, keepdim=True)
 
+    ghost = _ghost.for_model(model) if closed_form else None
     per_ex = _stacked_per_example_gradients(model)
     obs = torch.empty(R, T, probes.shape[0], dtype=dtype, device=dev) if probes is not None else None
     norms = torch.empty(R, T, dtype=dtype, device=dev)
@@ -248,11 +255,20 @@ def train(
             # different numbers); a stable sort, not nonzero(): no host synchronisation
             idx = torch.argsort(nnz.to(torch.int8), dim=1, descending=True, stable=True)[:, :width]
             w = c_nat.gather(1, idx).to(dtype)  # (R, B) draw counts, 0 on padding
-            grads = per_ex(_models.unflatten(theta, template), X[idx], Y[idx])
-            sq = sum(torch.einsum("rbk,rbk->rb", f, f) for f in (v.reshape(R, width, -1) for v in grads.values()))
+            theta_d = _models.unflatten(theta, template)
+            if ghost is not None:  # closed form: norms and the weighted sum without the B × D gradients
+                sq, weighted_sum = ghost(theta_d, X[idx], Y[idx])
+            else:
+                grads = per_ex(theta_d, X[idx], Y[idx])
+                flat = [v.reshape(R, width, -1) for v in grads.values()]
+                sq = sum(torch.einsum("rbk,rbk->rb", f, f) for f in flat)
             if clip:
                 w = w * torch.clamp(clip_to / sq.sqrt(), max=1.0)  # norm 0 -> inf -> 1
-            s = torch.cat([torch.einsum("rb,rbk->rk", w, v.reshape(R, width, -1)) for v in grads.values()], dim=1)
+            if ghost is not None:
+                sums = weighted_sum(w)
+                s = torch.cat([sums[k].reshape(R, -1) for k in template], dim=1)
+            else:
+                s = torch.cat([torch.einsum("rb,rbk->rk", w, f) for f in flat], dim=1)
         if m:
             s = s + counts_t[:, t, n_data:].to(dtype) @ canary_sum
         noisy = s + noise_std * noise_t[:, t]
