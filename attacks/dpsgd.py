@@ -56,7 +56,7 @@ from .data import Dataset
 from .faults import Fault, FaultBase, describe
 
 __all__ = ["TrainResult", "bytes_per_model", "default_memory_bytes", "models_that_fit", "per_example_gradients",
-           "train"]
+           "resolve_device", "train"]
 
 
 @dataclass(frozen=True)
@@ -115,6 +115,23 @@ def _stacked_per_example_gradients(model: nn.Module):
     return vmap(inner, in_dims=(0, 0, 0), randomness="different")
 
 
+def resolve_device(device: torch.device | str, flag: str = "device") -> torch.device:
+    """``device`` as a torch.device, or InputError naming ``flag`` when it is unknown or not available here."""
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise InputError(f"{flag} must be 'cpu' or 'cuda' (optionally 'cuda:N'); got {device!r}") from None
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise InputError(f"{flag} {device!r}: CUDA is not available on this machine (torch "
+                             f"{torch.__version__}); use {flag} cpu")
+        if dev.index is not None and dev.index >= torch.cuda.device_count():
+            raise InputError(f"{flag} {device!r}: only {torch.cuda.device_count()} CUDA device(s) here")
+    elif dev.type != "cpu":
+        raise InputError(f"{flag} must be 'cpu' or 'cuda'; got {device!r}")
+    return dev
+
+
 def _generators(generator: torch.Generator | Sequence[torch.Generator] | None, n_models: int) -> list:
     if isinstance(generator, torch.Generator) or generator is None:
         return [generator] * n_models
@@ -142,6 +159,7 @@ def train(
     record_updates: bool = False,
     progress: bool = False,
     closed_form: bool = True,
+    device: torch.device | str | None = None,
 ) -> TrainResult:
     """Train R models with DP-SGD as ``spec`` describes (σ, sampling, T) and record what an adversary sees.
 
@@ -170,6 +188,8 @@ def train(
         progress: show a tqdm bar over steps.
         closed_form: use the closed-form gradient norms and clipped sums of :mod:`attacks.ghost`
             for the models it knows (same gradients, fewer operations); False forces ``vmap(grad)``.
+        device: where to train (e.g. "cuda"); None: the data's device. The data goes there once per
+            call, and the result comes back to the data's device once at the end.
 
     Returns:
         :class:`TrainResult`.
@@ -181,7 +201,9 @@ def train(
     describe(fault)  # validates the kind
     trainer = FaultBase() if fault is None else fault  # the honest hooks, or the fault's
     R, T, C, sigma = n_models, spec.steps, float(clip_norm), spec.noise_multiplier
-    X, Y, dtype, dev = data.x, data.y, data.x.dtype, data.x.device
+    home, dtype = data.x.device, data.x.dtype
+    dev = home if device is None else resolve_device(device)
+    X, Y = data.x.to(dev), data.y.to(dev)
     n_data = data.n
     gens = _generators(generator, R)
 
@@ -201,7 +223,8 @@ def train(
     N = n_data + m
     if present is None:
         present = torch.ones(R, N, dtype=torch.bool)
-    present = present.cpu()  # the samplers draw from CPU generators (once, before the loop)
+    if present.device.type != "cpu":
+        present = present.cpu()  # the samplers draw from CPU generators (once, before the loop)
     if present.shape != (R, N) or present.dtype != torch.bool:
         raise InputError(f"present must be a bool tensor of shape (n_models={R}, N={N}); got {tuple(present.shape)}")
     if probes is not None and (probes.ndim != 2 or probes.shape[1] != D):
@@ -279,12 +302,15 @@ def train(
             obs[:, t] = (u @ unit_probes.T) * (expected / C)
         if updates is not None:
             updates[:, t] = u
+    def back(t: Tensor | None) -> Tensor | None:  # one transfer per result tensor, after the loop
+        return None if t is None else t.to(home)
+
     return TrainResult(
-        params=_models.unflatten(theta, template),
-        observations=obs,
-        update_norms=norms,
-        batch_sizes=batch_sizes,
-        updates=updates,
+        params=_models.unflatten(back(theta), template),
+        observations=back(obs),
+        update_norms=back(norms),
+        batch_sizes=back(batch_sizes),
+        updates=back(updates),
         expected_batch_size=float(expected),
         fault=describe(fault),
     )
