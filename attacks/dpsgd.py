@@ -232,18 +232,45 @@ def train(
 
     expected = samplers.expected_batch_size(spec.sampling, N)
     # Per-model randomness, in a fixed order: initialisation, batches, noise.
-    theta0, counts, noise = [], [], []
+    theta0, sizes, canary_counts = [], [], []
+    drawn_r, drawn_t, drawn_i, drawn_c, per_step = [], [], [], [], []
+    noise_cpu = torch.empty(R, T, D, dtype=dtype)
     for r, g in enumerate(gens):
         if params is None:
             theta0.append(_models.flatten(_models.init_params(model, 1, g, init=init, dtype=dtype))[0])
-        counts.append(trainer.batch_counts(spec.sampling, T, present[r], g, expected))
-        noise.append(torch.randn(T, D, generator=g, dtype=dtype))
+        c = trainer.batch_counts(spec.sampling, T, present[r], g, expected)  # (T, N)
+        torch.randn(T, D, generator=g, dtype=dtype, out=noise_cpu[r])
+        # the drawn natural records of every step, in record order (nonzero is row-major), while the
+        # counts are hot in cache; the (T, N) counts are not kept
+        ti = torch.nonzero(c[:, :n_data])
+        drawn_t.append(ti[:, 0])
+        drawn_i.append(ti[:, 1])
+        drawn_c.append(c[ti[:, 0], ti[:, 1]])
+        drawn_r.append(torch.full((ti.shape[0],), r, dtype=torch.int64))
+        per_step.append(torch.bincount(ti[:, 0], minlength=T))
+        sizes.append(c.sum(dim=1, dtype=torch.int64))
+        if m:
+            canary_counts.append(c[:, n_data:])
     theta = (torch.stack(theta0) if params is None else _models.flatten(params).to(dtype).clone()).to(dev)
-    counts_cpu = torch.stack(counts)  # (R, T, N)
+    k = torch.stack(per_step)  # (R, T) natural records drawn
     # gather width of every step (the most natural records any model draws), known before the loop
-    widths = (counts_cpu[:, :, :n_data] > 0).sum(dim=2).amax(dim=0).tolist()
-    counts_t = counts_cpu.to(dev)
-    noise_t = torch.stack(noise).to(dev)  # (R, T, D)
+    widths = k.amax(dim=0).tolist()
+    # (R, T, W) record index and draw count of each model's j-th drawn record of step t; padding:
+    # record 0 with count 0 (contributes exactly 0 to every sum)
+    W = max(widths, default=0)
+    idx_cpu = torch.zeros(R, T, W, dtype=torch.int64)
+    cnt_cpu = torch.zeros(R, T, W, dtype=samplers.COUNT_DTYPE)
+    if W:
+        r_all, t_all = torch.cat(drawn_r), torch.cat(drawn_t)
+        # position j within its (r, t) row: the pairs come grouped by (r, t), so j = rank − row start
+        offsets = torch.cat([torch.zeros(1, dtype=torch.int64), k.reshape(-1).cumsum(0)[:-1]])
+        j_all = torch.arange(r_all.numel()) - offsets.index_select(0, r_all * T + t_all)
+        idx_cpu[r_all, t_all, j_all] = torch.cat(drawn_i)
+        cnt_cpu[r_all, t_all, j_all] = torch.cat(drawn_c)
+    idx_t, cnt_t = idx_cpu.to(dev), cnt_cpu.to(dev)
+    can_t = torch.stack(canary_counts).to(dev) if m else None  # (R, T, m)
+    batch_sizes = torch.stack(sizes).to(dev)  # (R, T) realised draws, canary slots included
+    noise_t = noise_cpu.to(dev)  # (R, T, D)
 
     noise_std = trainer.noise_std(sigma * C)
     clip_to = trainer.clip_norm(C)  # None: no clipping
@@ -265,24 +292,24 @@ def train(
     obs = torch.empty(R, T, probes.shape[0], dtype=dtype, device=dev) if probes is not None else None
     norms = torch.empty(R, T, dtype=dtype, device=dev)
     updates = torch.empty(R, T, D, dtype=dtype, device=dev) if record_updates else None
-    batch_sizes = counts_t.sum(dim=2, dtype=torch.int64)
 
+    xbuf = torch.empty((R * W, *X.shape[1:]), dtype=dtype, device=dev)  # the gathered inputs of a step
     steps = tqdm(range(T), desc="DP-SGD steps", leave=False) if progress else range(T)
     for t in steps:
-        c_nat = counts_t[:, t, :n_data]
-        nnz = c_nat > 0
         width = widths[t]
         s = torch.zeros(R, D, dtype=dtype, device=dev)
         if width:
-            # gather drawn records first (in record order), padding with weight 0 (models draw
-            # different numbers); a stable sort, not nonzero(): no host synchronisation
-            idx = torch.argsort(nnz.to(torch.int8), dim=1, descending=True, stable=True)[:, :width]
-            w = c_nat.gather(1, idx).to(dtype)  # (R, B) draw counts, 0 on padding
+            # the drawn records (in record order), padded with weight 0 (models draw different numbers)
+            idx = idx_t[:, t, :width]
+            w = cnt_t[:, t, :width].to(dtype)  # (R, B) draw counts, 0 on padding
             theta_d = _models.unflatten(theta, template)
+            # into a buffer allocated once: a fresh R·B·F tensor every step costs page faults (~8× the copy)
+            xb = torch.index_select(X, 0, idx.reshape(-1), out=xbuf[: R * width]).view(R, width, *X.shape[1:])
+            yb = Y[idx]
             if ghost is not None:  # closed form: norms and the weighted sum without the B × D gradients
-                sq, weighted_sum = ghost(theta_d, X[idx], Y[idx])
+                sq, weighted_sum = ghost(theta_d, xb, yb)
             else:
-                grads = per_ex(theta_d, X[idx], Y[idx])
+                grads = per_ex(theta_d, xb, yb)
                 flat = [v.reshape(R, width, -1) for v in grads.values()]
                 sq = sum(torch.einsum("rbk,rbk->rb", f, f) for f in flat)
             if clip:
@@ -293,7 +320,7 @@ def train(
             else:
                 s = torch.cat([torch.einsum("rb,rbk->rk", w, f) for f in flat], dim=1)
         if m:
-            s = s + counts_t[:, t, n_data:].to(dtype) @ canary_sum
+            s = s + can_t[:, t].to(dtype) @ canary_sum
         noisy = s + noise_std * noise_t[:, t]
         u = trainer.normalise(noisy, expected, batch_sizes[:, t])
         theta = theta - learning_rate * u
@@ -344,8 +371,9 @@ def bytes_per_model(spec: DPSGD, model: nn.Module, data: Dataset, *, m: int = 0,
                     record_updates: bool = False) -> int:
     """An upper estimate of the memory :func:`train` takes per model (bytes).
 
-    Counts what scales with the number of models R: the T×N draw counts, the T×D noise drawn up
-    front, the per-example gradients of a step (width B × D, three live copies while clipping and
+    Counts what scales with the number of models R: the T×N draw counts (one model's at a time
+    since the drawn records are indexed up front: kept as a margin), the T×B index and counts of
+    the drawn records, the T×D noise drawn up front, the per-example gradients of a step (width B × D, three live copies while clipping and
     summing), the activations of B examples (three copies: forward, saved for backward, gradient),
     the gathered inputs, the recorded statistics, and a 1.5× margin for allocator slack. B is the
     widest batch a step can plausibly draw: b for fixed size, qN + 6·sd for Poisson.
@@ -365,6 +393,7 @@ def bytes_per_model(spec: DPSGD, model: nn.Module, data: Dataset, *, m: int = 0,
     F_ = int(example.numel())
     A = _activation_numel(model, example)
     total = (T * N * samplers.COUNT_DTYPE.itemsize + T * D * s + 4 * D * s  # counts, noise, θ and update
+             + T * B * (8 + samplers.COUNT_DTYPE.itemsize)  # drawn-record index and count of every step
              + 3 * B * D * s + 3 * B * A * s + B * F_ * s  # per-example gradients, activations, inputs
              + T * (probes + 1) * s + (T * D * s if record_updates else 0))
     return int(1.5 * total)
