@@ -235,9 +235,10 @@ def train(
     theta0, sizes, canary_counts = [], [], []
     drawn_r, drawn_t, drawn_i, drawn_c, per_step = [], [], [], [], []
     noise_cpu = torch.empty(R, T, D, dtype=dtype)
+    plan = _models.init_plan(model, init, dtype) if params is None else None
     for r, g in enumerate(gens):
-        if params is None:
-            theta0.append(_models.flatten(_models.init_params(model, 1, g, init=init, dtype=dtype))[0])
+        if plan is not None:  # the draws of models.init_params(model, 1, g), flattened
+            theta0.append(torch.cat([v.reshape(-1) for v in _models.draw_init(plan, g)]))
         c = trainer.batch_counts(spec.sampling, T, present[r], g, expected)  # (T, N)
         torch.randn(T, D, generator=g, dtype=dtype, out=noise_cpu[r])
         # the drawn natural records of every step, in record order (nonzero is row-major), while the
@@ -373,8 +374,9 @@ def bytes_per_model(spec: DPSGD, model: nn.Module, data: Dataset, *, m: int = 0,
 
     Counts what scales with the number of models R: the T×N draw counts (one model's at a time
     since the drawn records are indexed up front: kept as a margin), the T×B index and counts of
-    the drawn records, the T×D noise drawn up front, the per-example gradients of a step (width B × D, three live copies while clipping and
-    summing), the activations of B examples (three copies: forward, saved for backward, gradient),
+    the drawn records, the T×D noise drawn up front, the per-example gradients of a step (width
+    B × D, three live copies while clipping and summing; the closed form of :mod:`attacks.ghost`
+    needs less), the activations of B examples (three copies: forward, saved for backward, gradient),
     the gathered inputs, the recorded statistics, and a 1.5× margin for allocator slack. B is the
     widest batch a step can plausibly draw: b for fixed size, qN + 6·sd for Poisson.
 
