@@ -3,7 +3,7 @@
 One step for each model r (Abadi et al. 2016, Alg. 1; σ and C as in Opacus)::
 
     B_t    ~ spec.sampling                       (samplers.sample_counts; absent records never drawn)
-    g_i    = ∇_θ ℓ(θ; x_i, y_i)                   (exact, torch.func: functional_call + vmap(grad))
+    g_i    = ∇_θ ℓ(θ; x_i, y_i)                   (exact: closed form, attacks.ghost, or vmap(grad))
     s_t    = Σ_{i∈B_t} g_i · min(1, C/‖g_i‖)       (+ gradient canaries, clipped the same way)
     u_t    = (s_t + N(0, σ²C² I)) / E|B|           (E|B| = q·N for Poisson, b for fixed size)
     θ     ← θ − η · u_t
@@ -11,8 +11,10 @@ One step for each model r (Abadi et al. 2016, Alg. 1; σ and C as in Opacus)::
 Dividing by the *expected* batch size keeps the normaliser public: dividing by the realised
 Poisson size would leak it (opacus #571/#819; see :class:`attacks.faults.RealisedBatchNormalisation`).
 
-R models are stacked on a leading axis and every step is one vectorised call (vmap over models
-of vmap over examples). All randomness of model r (initialisation, batches, noise) comes from
+R models are stacked on a leading axis and every step is one vectorised call: for the models of
+:mod:`attacks.models`, the closed-form norms ‖g_i‖ and clipped sum of :mod:`attacks.ghost` (no
+per-example gradient tensor for linear layers); for any other model, vmap over models of vmap
+over examples. All randomness of model r (initialisation, batches, noise) comes from
 its own generator, in that order, so a model's run does not depend on the other models beside it.
 
 Device and dtype follow ``data.x``: the per-model draws come from CPU generators (so a model's
@@ -47,13 +49,14 @@ from accountants import _validate as check
 from accountants._validate import InputError, InputTypeError
 from accountants.events import DPSGD
 
+from . import ghost as _ghost
 from . import models as _models
 from . import samplers
 from .data import Dataset
 from .faults import Fault, FaultBase, describe
 
 __all__ = ["TrainResult", "bytes_per_model", "default_memory_bytes", "models_that_fit", "per_example_gradients",
-           "train"]
+           "resolve_device", "train"]
 
 
 @dataclass(frozen=True)
@@ -112,6 +115,23 @@ def _stacked_per_example_gradients(model: nn.Module):
     return vmap(inner, in_dims=(0, 0, 0), randomness="different")
 
 
+def resolve_device(device: torch.device | str, flag: str = "device") -> torch.device:
+    """``device`` as a torch.device, or InputError naming ``flag`` when it is unknown or not available here."""
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise InputError(f"{flag} must be 'cpu' or 'cuda' (optionally 'cuda:N'); got {device!r}") from None
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise InputError(f"{flag} {device!r}: CUDA is not available on this machine (torch "
+                             f"{torch.__version__}); use {flag} cpu")
+        if dev.index is not None and dev.index >= torch.cuda.device_count():
+            raise InputError(f"{flag} {device!r}: only {torch.cuda.device_count()} CUDA device(s) here")
+    elif dev.type != "cpu":
+        raise InputError(f"{flag} must be 'cpu' or 'cuda'; got {device!r}")
+    return dev
+
+
 def _generators(generator: torch.Generator | Sequence[torch.Generator] | None, n_models: int) -> list:
     if isinstance(generator, torch.Generator) or generator is None:
         return [generator] * n_models
@@ -138,6 +158,8 @@ def train(
     fault: Fault | None = None,
     record_updates: bool = False,
     progress: bool = False,
+    closed_form: bool = True,
+    device: torch.device | str | None = None,
 ) -> TrainResult:
     """Train R models with DP-SGD as ``spec`` describes (σ, sampling, T) and record what an adversary sees.
 
@@ -164,6 +186,10 @@ def train(
         fault: a fault from :mod:`attacks.faults`, or None for the honest algorithm.
         record_updates: keep every update u_t (R·T·D numbers).
         progress: show a tqdm bar over steps.
+        closed_form: use the closed-form gradient norms and clipped sums of :mod:`attacks.ghost`
+            for the models it knows (same gradients, fewer operations); False forces ``vmap(grad)``.
+        device: where to train (e.g. "cuda"); None: the data's device. The data goes there once per
+            call, and the result comes back to the data's device once at the end.
 
     Returns:
         :class:`TrainResult`.
@@ -175,7 +201,9 @@ def train(
     describe(fault)  # validates the kind
     trainer = FaultBase() if fault is None else fault  # the honest hooks, or the fault's
     R, T, C, sigma = n_models, spec.steps, float(clip_norm), spec.noise_multiplier
-    X, Y, dtype, dev = data.x, data.y, data.x.dtype, data.x.device
+    home, dtype = data.x.device, data.x.dtype
+    dev = home if device is None else resolve_device(device)
+    X, Y = data.x.to(dev), data.y.to(dev)
     n_data = data.n
     gens = _generators(generator, R)
 
@@ -195,7 +223,8 @@ def train(
     N = n_data + m
     if present is None:
         present = torch.ones(R, N, dtype=torch.bool)
-    present = present.cpu()  # the samplers draw from CPU generators (once, before the loop)
+    if present.device.type != "cpu":
+        present = present.cpu()  # the samplers draw from CPU generators (once, before the loop)
     if present.shape != (R, N) or present.dtype != torch.bool:
         raise InputError(f"present must be a bool tensor of shape (n_models={R}, N={N}); got {tuple(present.shape)}")
     if probes is not None and (probes.ndim != 2 or probes.shape[1] != D):
@@ -203,18 +232,46 @@ def train(
 
     expected = samplers.expected_batch_size(spec.sampling, N)
     # Per-model randomness, in a fixed order: initialisation, batches, noise.
-    theta0, counts, noise = [], [], []
+    theta0, sizes, canary_counts = [], [], []
+    drawn_r, drawn_t, drawn_i, drawn_c, per_step = [], [], [], [], []
+    noise_cpu = torch.empty(R, T, D, dtype=dtype)
+    plan = _models.init_plan(model, init, dtype) if params is None else None
     for r, g in enumerate(gens):
-        if params is None:
-            theta0.append(_models.flatten(_models.init_params(model, 1, g, init=init, dtype=dtype))[0])
-        counts.append(trainer.batch_counts(spec.sampling, T, present[r], g, expected))
-        noise.append(torch.randn(T, D, generator=g, dtype=dtype))
+        if plan is not None:  # the draws of models.init_params(model, 1, g), flattened
+            theta0.append(torch.cat([v.reshape(-1) for v in _models.draw_init(plan, g)]))
+        c = trainer.batch_counts(spec.sampling, T, present[r], g, expected)  # (T, N)
+        torch.randn(T, D, generator=g, dtype=dtype, out=noise_cpu[r])
+        # the drawn natural records of every step, in record order (nonzero is row-major), while the
+        # counts are hot in cache; the (T, N) counts are not kept
+        ti = torch.nonzero(c[:, :n_data])
+        drawn_t.append(ti[:, 0])
+        drawn_i.append(ti[:, 1])
+        drawn_c.append(c[ti[:, 0], ti[:, 1]])
+        drawn_r.append(torch.full((ti.shape[0],), r, dtype=torch.int64))
+        per_step.append(torch.bincount(ti[:, 0], minlength=T))
+        sizes.append(c.sum(dim=1, dtype=torch.int64))
+        if m:
+            canary_counts.append(c[:, n_data:])
     theta = (torch.stack(theta0) if params is None else _models.flatten(params).to(dtype).clone()).to(dev)
-    counts_cpu = torch.stack(counts)  # (R, T, N)
+    k = torch.stack(per_step)  # (R, T) natural records drawn
     # gather width of every step (the most natural records any model draws), known before the loop
-    widths = (counts_cpu[:, :, :n_data] > 0).sum(dim=2).amax(dim=0).tolist()
-    counts_t = counts_cpu.to(dev)
-    noise_t = torch.stack(noise).to(dev)  # (R, T, D)
+    widths = k.amax(dim=0).tolist()
+    # (R, T, W) record index and draw count of each model's j-th drawn record of step t; padding:
+    # record 0 with count 0 (contributes exactly 0 to every sum)
+    W = max(widths, default=0)
+    idx_cpu = torch.zeros(R, T, W, dtype=torch.int64)
+    cnt_cpu = torch.zeros(R, T, W, dtype=samplers.COUNT_DTYPE)
+    if W:
+        r_all, t_all = torch.cat(drawn_r), torch.cat(drawn_t)
+        # position j within its (r, t) row: the pairs come grouped by (r, t), so j = rank − row start
+        offsets = torch.cat([torch.zeros(1, dtype=torch.int64), k.reshape(-1).cumsum(0)[:-1]])
+        j_all = torch.arange(r_all.numel()) - offsets.index_select(0, r_all * T + t_all)
+        idx_cpu[r_all, t_all, j_all] = torch.cat(drawn_i)
+        cnt_cpu[r_all, t_all, j_all] = torch.cat(drawn_c)
+    idx_t, cnt_t = idx_cpu.to(dev), cnt_cpu.to(dev)
+    can_t = torch.stack(canary_counts).to(dev) if m else None  # (R, T, m)
+    batch_sizes = torch.stack(sizes).to(dev)  # (R, T) realised draws, canary slots included
+    noise_t = noise_cpu.to(dev)  # (R, T, D)
 
     noise_std = trainer.noise_std(sigma * C)
     clip_to = trainer.clip_norm(C)  # None: no clipping
@@ -231,30 +288,40 @@ def train(
         pr = probes.to(device=dev, dtype=dtype)
         unit_probes = pr / pr.norm(dim=1, keepdim=True)
 
+    ghost = _ghost.for_model(model) if closed_form else None
     per_ex = _stacked_per_example_gradients(model)
     obs = torch.empty(R, T, probes.shape[0], dtype=dtype, device=dev) if probes is not None else None
     norms = torch.empty(R, T, dtype=dtype, device=dev)
     updates = torch.empty(R, T, D, dtype=dtype, device=dev) if record_updates else None
-    batch_sizes = counts_t.sum(dim=2, dtype=torch.int64)
 
+    xbuf = torch.empty((R * W, *X.shape[1:]), dtype=dtype, device=dev)  # the gathered inputs of a step
     steps = tqdm(range(T), desc="DP-SGD steps", leave=False) if progress else range(T)
     for t in steps:
-        c_nat = counts_t[:, t, :n_data]
-        nnz = c_nat > 0
         width = widths[t]
         s = torch.zeros(R, D, dtype=dtype, device=dev)
         if width:
-            # gather drawn records first (in record order), padding with weight 0 (models draw
-            # different numbers); a stable sort, not nonzero(): no host synchronisation
-            idx = torch.argsort(nnz.to(torch.int8), dim=1, descending=True, stable=True)[:, :width]
-            w = c_nat.gather(1, idx).to(dtype)  # (R, B) draw counts, 0 on padding
-            grads = per_ex(_models.unflatten(theta, template), X[idx], Y[idx])
-            sq = sum(torch.einsum("rbk,rbk->rb", f, f) for f in (v.reshape(R, width, -1) for v in grads.values()))
+            # the drawn records (in record order), padded with weight 0 (models draw different numbers)
+            idx = idx_t[:, t, :width]
+            w = cnt_t[:, t, :width].to(dtype)  # (R, B) draw counts, 0 on padding
+            theta_d = _models.unflatten(theta, template)
+            # into a buffer allocated once: a fresh R·B·F tensor every step costs page faults (~8× the copy)
+            xb = torch.index_select(X, 0, idx.reshape(-1), out=xbuf[: R * width]).view(R, width, *X.shape[1:])
+            yb = Y[idx]
+            if ghost is not None:  # closed form: norms and the weighted sum without the B × D gradients
+                sq, weighted_sum = ghost(theta_d, xb, yb)
+            else:
+                grads = per_ex(theta_d, xb, yb)
+                flat = [v.reshape(R, width, -1) for v in grads.values()]
+                sq = sum(torch.einsum("rbk,rbk->rb", f, f) for f in flat)
             if clip:
                 w = w * torch.clamp(clip_to / sq.sqrt(), max=1.0)  # norm 0 -> inf -> 1
-            s = torch.cat([torch.einsum("rb,rbk->rk", w, v.reshape(R, width, -1)) for v in grads.values()], dim=1)
+            if ghost is not None:
+                sums = weighted_sum(w)
+                s = torch.cat([sums[k].reshape(R, -1) for k in template], dim=1)
+            else:
+                s = torch.cat([torch.einsum("rb,rbk->rk", w, f) for f in flat], dim=1)
         if m:
-            s = s + counts_t[:, t, n_data:].to(dtype) @ canary_sum
+            s = s + can_t[:, t].to(dtype) @ canary_sum
         noisy = s + noise_std * noise_t[:, t]
         u = trainer.normalise(noisy, expected, batch_sizes[:, t])
         theta = theta - learning_rate * u
@@ -263,12 +330,15 @@ def train(
             obs[:, t] = (u @ unit_probes.T) * (expected / C)
         if updates is not None:
             updates[:, t] = u
+    def back(t: Tensor | None) -> Tensor | None:  # one transfer per result tensor, after the loop
+        return None if t is None else t.to(home)
+
     return TrainResult(
-        params=_models.unflatten(theta, template),
-        observations=obs,
-        update_norms=norms,
-        batch_sizes=batch_sizes,
-        updates=updates,
+        params=_models.unflatten(back(theta), template),
+        observations=back(obs),
+        update_norms=back(norms),
+        batch_sizes=back(batch_sizes),
+        updates=back(updates),
         expected_batch_size=float(expected),
         fault=describe(fault),
     )
@@ -302,9 +372,11 @@ def bytes_per_model(spec: DPSGD, model: nn.Module, data: Dataset, *, m: int = 0,
                     record_updates: bool = False) -> int:
     """An upper estimate of the memory :func:`train` takes per model (bytes).
 
-    Counts what scales with the number of models R: the T×N draw counts, the T×D noise drawn up
-    front, the per-example gradients of a step (width B × D, three live copies while clipping and
-    summing), the activations of B examples (three copies: forward, saved for backward, gradient),
+    Counts what scales with the number of models R: the T×N draw counts (one model's at a time
+    since the drawn records are indexed up front: kept as a margin), the T×B index and counts of
+    the drawn records, the T×D noise drawn up front, the per-example gradients of a step (width
+    B × D, three live copies while clipping and summing; the closed form of :mod:`attacks.ghost`
+    needs less), the activations of B examples (three copies: forward, saved for backward, gradient),
     the gathered inputs, the recorded statistics, and a 1.5× margin for allocator slack. B is the
     widest batch a step can plausibly draw: b for fixed size, qN + 6·sd for Poisson.
 
@@ -323,6 +395,7 @@ def bytes_per_model(spec: DPSGD, model: nn.Module, data: Dataset, *, m: int = 0,
     F_ = int(example.numel())
     A = _activation_numel(model, example)
     total = (T * N * samplers.COUNT_DTYPE.itemsize + T * D * s + 4 * D * s  # counts, noise, θ and update
+             + T * B * (8 + samplers.COUNT_DTYPE.itemsize)  # drawn-record index and count of every step
              + 3 * B * D * s + 3 * B * A * s + B * F_ * s  # per-example gradients, activations, inputs
              + T * (probes + 1) * s + (T * D * s if record_updates else 0))
     return int(1.5 * total)

@@ -108,6 +108,8 @@ class Setup:
         learning_rate: η.
         init: parameter initialisation.
         fault: a fault from :mod:`attacks.faults` (trained), while ``spec`` stays the claim.
+        device: where the trainer runs ("cpu", "cuda"; None: the data's device). Not part of the
+            game's identity: a trial's draws come from CPU generators, the same on every device.
     """
 
     spec: DPSGD
@@ -117,6 +119,7 @@ class Setup:
     learning_rate: float = 1.0
     init: Init = Init.DEFAULT
     fault: Fault | None = None
+    device: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.spec, DPSGD):
@@ -290,7 +293,7 @@ def _train_with(setup: Setup, canaries: Canaries, present_canaries: Tensor, gens
     R = len(gens)
     present = torch.cat([torch.ones(R, setup.data.n, dtype=torch.bool), present_canaries], dim=1)
     common = dict(clip_norm=setup.clip_norm, learning_rate=setup.learning_rate, n_models=R, present=present,
-                  init=setup.init, generator=gens, fault=setup.fault)
+                  init=setup.init, generator=gens, fault=setup.fault, device=setup.device)
     match canaries:
         case CraftedDataset(vectors=v):  # every crafted record is a gradient slot after the natural ones
             present = torch.cat([torch.ones(R, setup.data.n, dtype=torch.bool), canaries.presence(present_canaries)],

@@ -140,24 +140,37 @@ def init_params(
         gens = list(generators)
         if len(gens) != n_models:
             raise InputError(f"generators must have length n_models={n_models}; got {len(gens)}")
+    plan = init_plan(model, init, dtype)
+    out: dict[str, list[Tensor]] = {name: [] for name, *_ in plan}
+    for g in gens:
+        for name, v in zip(out, draw_init(plan, g), strict=True):
+            out[name].append(v)
+    return {name: torch.stack(v) for name, v in out.items()}
+
+
+def init_plan(model: nn.Module, init: Init = Init.DEFAULT,
+              dtype: torch.dtype | None = None) -> list[tuple[str, torch.Size, torch.dtype, float | None]]:
+    """(name, shape, dtype, bound) of every parameter in draw order; bound None: zeros. See :func:`init_params`."""
     bounds: dict[str, float] = {}
     for mod_name, mod in model.named_modules():
         if isinstance(mod, (nn.Linear, nn.Conv2d)):
             bound = 1.0 / math.sqrt(mod.weight[0].numel())  # kaiming_uniform(a=√5) == U(±1/√fan_in)
             for p_name, _ in mod.named_parameters(recurse=False):
                 bounds[f"{mod_name}.{p_name}" if mod_name else p_name] = bound
-    out: dict[str, list[Tensor]] = {name: [] for name, _ in model.named_parameters()}
-    for g in gens:
-        for name, p in model.named_parameters():
-            dt = dtype or p.dtype
-            if init is Init.ZEROS:
-                out[name].append(torch.zeros(p.shape, dtype=dt))
-            else:
-                if name not in bounds:
-                    raise InputError(f"no default initialisation known for parameter {name!r}; use Init.ZEROS")
-                u = torch.rand(p.shape, generator=g, dtype=dt)
-                out[name].append((2 * u - 1) * bounds[name])
-    return {name: torch.stack(v) for name, v in out.items()}
+    plan = []
+    for name, p in model.named_parameters():
+        if init is not Init.ZEROS and name not in bounds:
+            raise InputError(f"no default initialisation known for parameter {name!r}; use Init.ZEROS")
+        plan.append((name, p.shape, dtype or p.dtype, None if init is Init.ZEROS else bounds[name]))
+    return plan
+
+
+def draw_init(plan: list[tuple[str, torch.Size, torch.dtype, float | None]],
+              generator: torch.Generator | None) -> list[Tensor]:
+    """One model's initial parameters, drawn from ``generator`` in ``plan`` order (:func:`init_plan`)."""
+    return [torch.zeros(shape, dtype=dt) if bound is None
+            else (2 * torch.rand(shape, generator=generator, dtype=dt) - 1) * bound
+            for _name, shape, dt, bound in plan]
 
 
 def num_params(params: dict[str, Tensor], *, stacked: bool = True) -> int:

@@ -228,7 +228,7 @@ def from_name(name: str, *, workers: int | None = None, ray_address: str | None 
 
 
 def add_arguments(parser: Any) -> None:
-    """Add --backend, --workers and --ray-address to an argparse (sub)parser."""
+    """Add --backend, --workers, --ray-address, --memory-gb and --device to an argparse (sub)parser."""
     parser.add_argument("--backend", choices=NAMES, default="local",
                         help="where chunks of trials are trained: this process (local), a pool of --workers "
                              "processes (process), or Ray tasks (ray; pip install 'dpaudit[ray]'); the result is "
@@ -239,6 +239,9 @@ def add_arguments(parser: Any) -> None:
     parser.add_argument("--memory-gb", type=float, default=None,
                         help="memory one chunk of models may take, in GiB (default: a quarter of this machine's "
                              "memory, half a GPU's); decides how many models train at once")
+    parser.add_argument("--device", default="cpu",
+                        help="where the DP-SGD trainer runs: cpu (default) or cuda / cuda:N; the trials, and so "
+                             "the results, are the same draws on every device")
 
 
 def from_args(args: Any) -> Backend | None:

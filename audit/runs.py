@@ -181,7 +181,8 @@ def _chunking(v: dict[str, Any], setup: games.Setup, c: Any, run_dir: Path, memo
         return json.loads(path.read_text(encoding="utf-8"))
     if memory_gb is not None and not (isinstance(memory_gb, (int, float)) and memory_gb > 0):
         raise InputError(f"--memory-gb must be a number > 0; got {memory_gb!r}")
-    budget = int(memory_gb * 2**30) if memory_gb is not None else dpsgd.default_memory_bytes(setup.data.x.device)
+    where = setup.device if setup.device is not None else setup.data.x.device
+    budget = int(memory_gb * 2**30) if memory_gb is not None else dpsgd.default_memory_bytes(where)
     per = dpsgd.bytes_per_model(setup.spec, setup.model, setup.data, m=getattr(c, "records", c.m), probes=c.m)
     cap = v["audit"]["chunk_size"]
     if v["audit"]["game"] == "one_run":
@@ -223,10 +224,14 @@ def _boxes(p: statistics.EmpiricalTradeOff) -> model.ConfidenceBoxes:
 
 def audit_variant(v: dict[str, Any], run_dir: Path, *, progress: bool = False,
                   claim: dict[str, float] | None = None, backend: Any = None,
-                  memory_gb: float | None = None) -> model.AuditResult:
-    """Play one variant's game in ``run_dir`` (resuming what is there) and compare it with the accountants."""
+                  memory_gb: float | None = None, device: str = "cpu") -> model.AuditResult:
+    """Play one variant's game in ``run_dir`` (resuming what is there) and compare it with the accountants.
+
+    ``device``: where the trainer runs ("cpu", "cuda"); the game's draws and records do not depend on it.
+    """
     t0 = time.perf_counter()
     setup, c, threat, scores = build(v)
+    setup = dataclasses.replace(setup, device=device)
     chunking = _chunking(v, setup, c, run_dir, memory_gb)
     aud = {**v["audit"], "chunk_size": chunking["models_at_once"]}
     spec = setup.spec
@@ -366,7 +371,8 @@ def _check_claim(cmp, curves, claim, sc, truth, design, aud, spec) -> dict[str, 
 def execute(config_path: str | Path | None, out: str | Path | None, *, resume: bool = False,
             progress: bool = True, claim: bool = False,
             on_variant: Callable[[model.AuditResult], None] | None = None,
-            backend: Any = None, memory_gb: float | None = None) -> tuple[Path, model.RunResult]:
+            backend: Any = None, memory_gb: float | None = None,
+            device: str = "cpu") -> tuple[Path, model.RunResult]:
     """Run (or resume) every audit of a configuration in a run folder; write config.toml and result.json.
 
     Args:
@@ -379,10 +385,12 @@ def execute(config_path: str | Path | None, out: str | Path | None, *, resume: b
         backend: where chunks of trials run (:mod:`audit.backends`; None: this process).
         memory_gb: memory one chunk may take (GiB); None: a safe share of the machine
             (:func:`attacks.dpsgd.default_memory_bytes`). Decides how many models train at once.
+        device: where the DP-SGD trainer runs, "cpu" or "cuda[:N]" (``--device``); checked first.
 
     Returns:
         (run folder, :class:`audit.model.RunResult`).
     """
+    device = str(dpsgd.resolve_device(device, "--device"))  # before any work: InputError names the flag
     if out is None:
         stem = "default" if config_path is None else Path(config_path).stem
         out = Path("runs") / f"{stem}-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}"
@@ -414,7 +422,7 @@ def execute(config_path: str | Path | None, out: str | Path | None, *, resume: b
                                "choose another --out")
             cfg_file.write_text(config_mod.dumps(cfg), encoding="utf-8")
         return out, _run_audits(cfg, out, progress=progress, claim=claim, on_variant=on_variant, backend=backend,
-                                memory_gb=memory_gb)
+                                memory_gb=memory_gb, device=device)
 
 
 LOCK_FILE = ".lock"
@@ -465,7 +473,7 @@ def validate(cfg: dict[str, Any], *, claim: bool = False) -> None:
 
 def _run_audits(cfg: dict[str, Any], out: Path, *, progress: bool, claim: bool,
                 on_variant: Callable[[model.AuditResult], None] | None, backend: Any = None,
-                memory_gb: float | None = None) -> model.RunResult:
+                memory_gb: float | None = None, device: str = "cpu") -> model.RunResult:
     audits = []
     variants = config_mod.variants(cfg)
     for v in variants:
@@ -474,7 +482,7 @@ def _run_audits(cfg: dict[str, Any], out: Path, *, progress: bool, claim: bool,
         # epsilon_lower) holds at 1 − significance however many variants the config defines.
         v = {**v, "audit": {**v["audit"], "significance": v["audit"]["significance"] / len(variants)}}
         r = audit_variant(v, out / "audits" / v["name"], progress=progress, claim=cfg["claim"] if claim else None,
-                          backend=backend, memory_gb=memory_gb)
+                          backend=backend, memory_gb=memory_gb, device=device)
         audits.append(r)
         if on_variant is not None:
             on_variant(r)

@@ -80,68 +80,105 @@ def _ours(d: data.Dataset, n_models: int, steps: int, chunk: int, seed: int = 0,
     return time.perf_counter() - t0
 
 
-def _rss_bytes(field: str) -> int:
-    """VmRSS / VmHWM of this process from /proc (Linux), in bytes; 0 elsewhere."""
-    try:
-        with open("/proc/self/status") as fh:
-            for line in fh:
-                if line.startswith(field + ":"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
+_ROWS = {  # name -> (label, models at once, images?, goal ratio ours/Opacus)
+    "lr1000": ("logistic regression", 1000, False, 20.0),
+    "lr1": ("logistic regression", 1, False, 1.0),
+    "cnn100": ("small CNN, 8x8 images", 100, True, 5.0),
+    "cnn1": ("small CNN, 8x8 images", 1, True, None),
+}
 
 
-def _peak_growth(fn, *args, **kwargs):
-    """(fn(), growth of the peak resident memory while fn ran): the peak is reset first (Linux clear_refs 5)."""
-    try:
-        with open("/proc/self/clear_refs", "w") as fh:
-            fh.write("5")
-    except OSError:
-        pass
-    base = _rss_bytes("VmRSS")
-    out = fn(*args, **kwargs)
-    return out, max(0, _rss_bytes("VmHWM") - base)
+def _make(images: bool):
+    return models.small_cnn(10) if images else models.logistic_regression(64, 10)
 
 
-def throughput_table(dtype: torch.dtype, steps: int, rounds: int) -> list[dict]:
+def _peak_kib() -> int:
+    """This process's peak resident set size so far, in KiB (getrusage: POSIX, no procfs)."""
+    import resource
+    import sys
+
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak // 1024 if sys.platform == "darwin" else peak  # macOS reports bytes, Linux KiB
+
+
+def _child_peak_growth(side: str, row: str, steps: int, dtype_name: str, queue) -> None:
+    """In a fresh child process: growth of the peak RSS while one side of a row trains (bytes).
+
+    Imports, data and (for ours) a 1-model warm-up come first, so the baseline peak holds them;
+    what the run adds above it is the run's own memory.
+    """
+    torch.set_num_threads(1)
+    dtype = getattr(torch, dtype_name)
+    _label, R, images, _goal = _ROWS[row]
+    d = data.digits(images=images, dtype=dtype)
+    if side == "opacus":
+        import opacus  # noqa: F401  (imported before the baseline)
+    else:
+        _ours(d, 1, 1, 1, model=_make(images))
+    base = _peak_kib()
+    if side == "opacus":
+        _opacus_per_step(d, steps, dtype, make=lambda: _make(images))
+    else:
+        _ours(d, R, steps, R, model=_make(images))
+    queue.put(max(0, _peak_kib() - base) * 1024)
+
+
+def _peak_growth_in_child(side: str, row: str, steps: int, dtype: torch.dtype) -> int:
+    import multiprocessing as mp
+
+    # forkserver: each child is forked from a small server process, so its peak RSS starts from its own
+    # imports, not from this process's peak (a spawned child inherits the parent's high-water mark
+    # through fork + exec on Linux); spawn where there is no forkserver (Windows)
+    ctx = mp.get_context("forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn")
+    q = ctx.Queue()
+    p = ctx.Process(target=_child_peak_growth, args=(side, row, steps, str(dtype).split(".")[-1], q))
+    p.start()
+    out = q.get()
+    p.join()
+    return int(out)
+
+
+def throughput_table(dtype: torch.dtype, steps: int, rounds: int, memory: bool = True) -> list[dict]:
     """Models × steps per second, ours against an Opacus PrivacyEngine loop, same model, data, process.
 
     Rows (issue goals in brackets): logistic regression at 1,000 models (≥ 20×) and alone (≥ 1×), the
-    small CNN on 8×8 digits images at 100 models (≥ 5×) and alone. Peak memory per model: growth of
-    the process's peak RSS while the row ran, divided by the models trained at once.
+    small CNN on 8×8 digits images at 100 models (≥ 5×) and alone. Times: both sides in this process,
+    ``rounds`` interleaved rounds, the median of the per-round ratios. Peak memory per model: each side
+    trains once more in a fresh child process, which reports the growth of its peak RSS
+    (``getrusage(RUSAGE_SELF).ru_maxrss``: POSIX, no procfs) over its peak after imports, data
+    loading and a 1-model warm-up, divided by the models trained at once.
     """
-    flat, images = data.digits(dtype=dtype), data.digits(images=True, dtype=dtype)
-    rows = [("logistic regression", 1000, flat, lambda: models.logistic_regression(64, 10), 20.0),
-            ("logistic regression", 1, flat, lambda: models.logistic_regression(64, 10), 1.0),
-            ("small CNN, 8x8 images", 100, images, lambda: models.small_cnn(10), 5.0),
-            ("small CNN, 8x8 images", 1, images, lambda: models.small_cnn(10), None)]
+    have_opacus = _opacus_per_step(data.digits(dtype=dtype), 1, dtype) is not None
     out = []
-    for label, R, d, make, goal in rows:
-        _ours(d, 2, 2, 2, model=make())  # warm-up of this architecture
-        op, us, mem_ours, mem_op = [], [], 0, 0
+    for key, (label, R, images, goal) in _ROWS.items():
+        d = data.digits(images=images, dtype=dtype)
+        _ours(d, 2, 2, 2, model=_make(images))  # warm-up of this architecture
+        op, us = [], []
         for _ in range(rounds):
-            o, mo = _peak_growth(_opacus_per_step, d, steps, dtype, make=make)
-            t, mu = _peak_growth(_ours, d, R, steps, R, model=make())
-            if o is not None:
-                op.append(o)
-                mem_op = max(mem_op, mo)
-            us.append(t / (R * steps))
-            mem_ours = max(mem_ours, mu)
+            if have_opacus:
+                op.append(_opacus_per_step(d, steps, dtype, make=lambda images=images: _make(images)))
+            us.append(_ours(d, R, steps, R, model=_make(images)) / (R * steps))
+        mem_ours = _peak_growth_in_child("ours", key, steps, dtype) if memory else None
+        mem_op = _peak_growth_in_child("opacus", key, steps, dtype) if memory and have_opacus else None
         row = {"row": f"{label}, {R} model{'s' if R > 1 else ''}", "models": R, "steps": steps,
                "ours_model_steps_per_s": 1 / statistics.median(us),
                "opacus_model_steps_per_s": 1 / statistics.median(op) if op else None,
-               "ratio": statistics.median(o / u for o, u in zip(op, us, strict=False)) if op else None,
-               "goal": goal, "ours_peak_mb_per_model": mem_ours / R / 2**20,
-               "opacus_peak_mb_per_model": mem_op / 2**20 if op else None}
+               "ratio": statistics.median(o / u for o, u in zip(op, us, strict=True)) if op else None,
+               "ratios": [o / u for o, u in zip(op, us, strict=True)],
+               "goal": goal,
+               "ours_peak_mb_per_model": mem_ours / R / 2**20 if mem_ours is not None else None,
+               "opacus_peak_mb_per_model": mem_op / 2**20 if mem_op is not None else None}
         out.append(row)
-        ratio = f"{row['ratio']:7.2f}x" if row["ratio"] is not None else "    n/a"
+
+        def f(v, fmt):
+            return format(v, fmt) if v is not None else "n/a"
+
         goal_s = f">= {goal:g}x" if goal else "-"
-        opx = f"{row['opacus_model_steps_per_s']:10.1f}" if op else "       n/a"
-        opm = f"{row['opacus_peak_mb_per_model']:8.2f}" if op else "     n/a"
-        print(f"{row['row']:34s} ours {row['ours_model_steps_per_s']:10.1f}  opacus {opx} model-steps/s  "
-              f"ratio {ratio} (goal {goal_s})  peak MB/model ours {row['ours_peak_mb_per_model']:8.3f} "
-              f"opacus {opm}", flush=True)
+        print(f"{row['row']:34s} ours {row['ours_model_steps_per_s']:10.1f}  opacus "
+              f"{f(row['opacus_model_steps_per_s'], '10.1f')} model-steps/s  ratio {f(row['ratio'], '7.2f')}x "
+              f"(goal {goal_s}; rounds {', '.join(f'{r:.2f}' for r in row['ratios'])})  peak MB/model ours "
+              f"{f(row['ours_peak_mb_per_model'], '8.3f')} opacus {f(row['opacus_peak_mb_per_model'], '8.2f')}  "
+              f"load {os.getloadavg()[0]:.2f}", flush=True)
     return out
 
 
@@ -159,6 +196,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--table", action="store_true",
                     help="only the throughput table (LR at 1,000 and 1 model, CNN at 100 and 1 model) vs Opacus")
     ap.add_argument("--table-steps", type=int, default=20, help="steps per timed run in the table (default 20)")
+    ap.add_argument("--no-memory", action="store_true", help="table without the child-process memory runs")
     args = ap.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -168,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
           f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
     cmp_steps = 20 if args.quick else 100
     if args.table:
-        throughput_table(dtype, args.table_steps, args.rounds)
+        throughput_table(dtype, args.table_steps, args.rounds, memory=not args.no_memory)
         print(f"load average now {os.getloadavg()[0]:.2f}")
         return 0
 

@@ -71,7 +71,7 @@ def run(args: Any) -> int:
     with tempfile.TemporaryDirectory(prefix="dpaudit-check-") as tmp:
         out = args.out if args.out is not None else Path(tmp) / "run"
         folder, result = runs.execute(args.claims, out, resume=args.resume, progress=False, claim=True,
-                                        backend=backends.from_args(args), memory_gb=args.memory_gb)
+                                        backend=backends.from_args(args), memory_gb=args.memory_gb, device=args.device)
         if args.out is not None:
             report.render(folder, result)
     print(report.summary_table(result))

@@ -37,7 +37,7 @@ def run(args: Any) -> int:
         raise InputError("--resume needs --out runs/NAME (the folder to continue)")
     t0 = time.perf_counter()
     folder, result = runs.execute(args.config, args.out, resume=args.resume, progress=not args.quiet,
-                                  backend=backends.from_args(args), memory_gb=args.memory_gb)
+                                  backend=backends.from_args(args), memory_gb=args.memory_gb, device=args.device)
     paths = report.render(folder, result)
     print(report.summary_table(result))
     print(f"\nreport: {paths['html']}  ({paths['markdown']}, {paths['json']}); {time.perf_counter() - t0:.0f} s")
