@@ -112,9 +112,14 @@ def _cnn(names: list[str], conv: nn.Conv2d) -> GhostFn:
         """delta, pooled activations, conv weight and bias gradients of every (model, example)."""
         R, B, cin, H, W = x.shape
         c = p[wc].shape[1]
-        u = F.unfold(x.reshape(R * B, cin, H, W), k, padding=pad).reshape(R, B, cin * k[0] * k[1], H * W)
+        # im2col as k² shifted slices of the padded images: F.unfold's layout (channel, then kernel
+        # offset), 10× faster than F.unfold for these small images
+        xp = F.pad(x.reshape(R * B, cin, H, W), (pad[1], pad[1], pad[0], pad[0]))
+        u = torch.stack([xp[:, :, i : i + H, j : j + W] for i in range(k[0]) for j in range(k[1])], dim=2)
+        u = u.reshape(R, B, cin * k[0] * k[1], H * W)
         z = torch.matmul(p[wc].flatten(2).unsqueeze(1), u)  # (R, B, c, L)
-        a = z.add_(p[bc][:, None, :, None]).tanh_()
+        # tanh(z) = 2·sigmoid(2z) − 1: 2× faster than torch.tanh in float64 on CPU, equal to ~1e-16
+        a = torch.sigmoid_(z.add_(p[bc][:, None, :, None]).mul_(2.0)).mul_(2.0).sub_(1.0)
         pooled = F.avg_pool2d(a.reshape(R * B, c, H, W), 2).reshape(R, B, -1)
         delta = _delta(torch.baddbmm(p[bo].unsqueeze(1), pooled, p[wo].transpose(1, 2)), y)
         dpool = (torch.bmm(delta, p[wo]) * 0.25).reshape(R, B, c, H // 2, 1, W // 2, 1)
