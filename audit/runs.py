@@ -411,6 +411,7 @@ def execute(config_path: str | Path | None, out: str | Path | None, *, resume: b
             raise RunError(f"run folder {str(out)!r} already holds a run; pass --resume to continue it, or choose "
                            "another --out")
     validate(cfg, claim=claim)
+    _plugin_limits(cfg, backend, device)
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -453,6 +454,22 @@ def lock(folder: Path) -> Iterator[None]:
             fcntl.flock(fd, fcntl.LOCK_UN)
     finally:
         os.close(fd)
+
+
+def _plugin_limits(cfg: dict[str, Any], backend: Any, device: str) -> None:
+    """Refuse, before any work, the flags a user's own trainer does not honour yet (never ignore them silently).
+
+    A trainer named by ``[training] trainer`` runs in this process and decides its own device, so
+    ``--backend process|ray`` and ``--device`` other than cpu would otherwise be dropped without a word.
+    """
+    if not any(v["training"].get("trainer") for v in config_mod.variants(cfg)):
+        return
+    if backend is not None:
+        raise InputError("--backend: a user trainer ([training] trainer) runs in this process for now; "
+                         "use --backend local (process/ray workers for user trainers are not implemented yet)")
+    if device != "cpu":
+        raise InputError(f"--device {device!r}: a user trainer ([training] trainer) decides its own device; "
+                         "move tensors inside your train function and use --device cpu")
 
 
 def validate(cfg: dict[str, Any], *, claim: bool = False) -> None:
