@@ -21,16 +21,39 @@ accountants treat exactly (Gaussian composition is exact in both).
 NeurIPS 2024, §3, multi-epoch composition of the same pair): with every other record's gradient
 −C·e and the record's +C·e (vs ⊥, add/remove; vs −C·e, replace-one), one epoch releases, after
 subtracting the known baseline, P = MoG(m₁) against Q = MoG(m₀), where MoG(m) = Σ_t (1/L) N(m·e_t, σ²I)
-over the L batches of the epoch (a partial epoch of r batches holds the record with probability
-r·b/n), m₁ = 2, m₀ = 1 (add/remove) or m₀ = 0 (replace-one, where MoG(0) = N(0, σ²I)). We
-post-process each epoch to M = max_t x_t, bin M (the distribution of M is in closed form:
-P(M ≤ c) = Φ((c−m)/σ)·Φ(c/σ)^{L−1}), round each bin's privacy loss *down* to a lattice of spacing
-h and compose the epochs exactly on the lattice. Post-processing and rounding the loss down can
-only lower δ(ε) (δ = E_P[(1 − e^{ε−ℓ})₊] is increasing in ℓ), and every mass is rounded down, so
-the result is a lower bound on the δ(ε) of that pair, hence on the mechanism's; ε is then the
-largest ε at which this lower δ still exceeds the target (bisection, lower end returned).
-Both orders (P‖Q and Q‖P) are tried. Round-off of the FFT composition is subtracted per lattice
-point (the standard float64 FFT error bound, as in :mod:`accountants.pld`).
+over the L batches of the epoch, m₁ = 2, m₀ = 1 (add/remove) or m₀ = 0 (replace-one, where MoG(0) =
+N(0, σ²I)). With n mod b ≠ 0 the record sits out an epoch with probability 1 − p, p = L·b/n, and then
+both datasets release N(0, σ²I) (the other records are identical, so the batches are the same): P and Q
+are the mixtures p·MoG(m) + (1 − p)·N(0, σ²I) (a partial epoch of r batches: p = r·b/n). We post-process
+each epoch to M = max_t x_t, whose law is in closed form, F(c) = P(M ≤ c) = Φ(z)^{L−1}·[(1−p)Φ(z) + pΦ(z_m)],
+z = c/σ, z_m = (c−m)/σ; bin M; and compose the epochs on a loss lattice of spacing h.
+
+Why the result is a lower bound on δ(ε) (hence ε_lower ≤ the true ε):
+
+1. Post-processing (M, then its bins) can only lower δ(ε) (data processing).
+2. δ(ε) = Σ_bins p_i·(1 − e^{ε−ℓ_i})₊, ℓ_i = log(p_i/q_i), and its k-fold composition are non-decreasing in
+   every mass p_i and every loss ℓ_i. So putting a mass p̂_i ≤ p_i at a loss ℓ̂_i ≤ ℓ_i, and dropping bins,
+   gives a lower bound. Each bin's float64 mass m̂ comes with a bound R on its relative error
+   (:func:`_edges_float`, :func:`_bin_masses`): log F from log Φ where F ≤ 1/2, and log S = log(1 − F) from
+   the upper tails Φ(−z) where F > 1/2, so each side keeps its relative accuracy (issue 22: computing the
+   upper tail from log F through logaddexp, as before, lost every digit below ~1e-16 when p < 1, i.e.
+   n mod b ≠ 0 — masses off by up to 870×, a printed "lower" ε of 50.07 beside an upper of 20.78); a bin
+   mass is F₊(1 − e^{log F₋ − log F₊}) or S₋(1 − e^{log S₊ − log S₋}), whose relative error is at most the
+   log errors divided by the log step. The log errors follow from scipy's Φ being within 2e-14 + 4u·z²
+   relative (checked against mpmath in the tests), the argument's rounding and a few u per operation.
+   P‖Q then uses p̂(1 − R_p) at the loss log(p̂(1 − R_p)) − log(q̂(1 + R_q)), less the float error of the
+   logs, rounded down to the lattice (Q‖P symmetrically). Bins whose bound exceeds R_MAX = 1e-6 are
+   recomputed in mpmath at 50 digits (:func:`_mp_mass`); bins below 1e-280 are dropped.
+3. The lattice epochs are composed by FFT; a bound on its round-off (per lattice point and convolution)
+   is subtracted from every mass before δ is read; the accumulation of bins into lattice points and the
+   final sum are covered by the factors (1 − 1e-9) and (1 − 1e-12); every loss also gives up
+   1e-12·(1 + |ℓ|), so that the lattice value fl(K·h) of a composed loss stays below the true sum.
+
+ε_lower is the lower end of a bisection on where this lower δ crosses the target: at ε_lower the
+pair's δ is above the target, so its ε (and the mechanism's) is above ε_lower. Both orders (P‖Q and Q‖P)
+and, for add/remove, the pairs (2, 1) and (1, 0) are tried. Tests: the exact one-epoch δ of the max
+statistic in mpmath brackets the certified lower δ (tests/accountants/test_shuffle.py). Any result with a
+lower end above its upper end raises :class:`accountants.results.BracketError` (a bug, never a number).
 """
 
 from __future__ import annotations
