@@ -449,7 +449,7 @@ def _random_configs(count: int, seed: int) -> list[tuple[float, int, int, int, f
 def test_seeded_scan_lower_never_above_the_proven_upper():
     """40 seeded configurations, half with n mod b ≠ 0 and many with a partial last epoch (both make the
     record's epoch probability p < 1, where issue 22 found lower ends above the upper; before the fix this
-    scan failed at its 2nd configuration, 35.10 against 16.49): lower ε ≤ the PLD and the RDP upper ε.
+    scan failed at its 22nd configuration, 35.10 against 16.49): lower ε ≤ the PLD and the RDP upper ε.
     h = 5e-3 keeps it fast (any lattice spacing gives a certified lower bound)."""
     for sigma, b, n, steps, delta, relation in _random_configs(40, seed=22):
         spec = acc.DPSGD(sigma, acc.Shuffle(b, n), steps, relation)
