@@ -4,7 +4,24 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["DeltaBound", "EpsilonBound"]
+__all__ = ["BracketError", "DeltaBound", "EpsilonBound", "check_bracket"]
+
+
+class BracketError(AssertionError):
+    """A certified lower end above the upper end: a bug in dpaudit, never a result (the CLI exits 3).
+
+    Raised by :func:`check_bracket`, which every :class:`EpsilonBound` and :class:`DeltaBound` runs at
+    construction, so no method can return such a bracket. Not an ``InputError``: the input is not at fault.
+    """
+
+
+def check_bracket(lower: float | None, upper: float, what: str) -> None:
+    """Raise :class:`BracketError` unless ``lower`` is None or 0 ≤ lower ≤ upper (NaN fails)."""
+    if lower is None:
+        return
+    if not (0.0 <= lower <= upper):
+        raise BracketError(f"internal error: certified lower {what} {lower!r} is not in [0, upper {what} "
+                           f"{upper!r}]; this is a bug in dpaudit, not a bound")
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +48,10 @@ class EpsilonBound:
     lower: float | None = None
     theorem: str | None = None
     upper_source: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.bound == "upper":
+            check_bracket(self.lower, self.value, "epsilon")
 
     def __float__(self) -> float:
         return float(self.value)
@@ -62,6 +83,10 @@ class DeltaBound:
     lower: float | None = None
     theorem: str | None = None
     upper_source: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.bound == "upper":
+            check_bracket(self.lower, self.value, "delta")
 
     def __float__(self) -> float:
         return float(self.value)

@@ -21,16 +21,39 @@ accountants treat exactly (Gaussian composition is exact in both).
 NeurIPS 2024, §3, multi-epoch composition of the same pair): with every other record's gradient
 −C·e and the record's +C·e (vs ⊥, add/remove; vs −C·e, replace-one), one epoch releases, after
 subtracting the known baseline, P = MoG(m₁) against Q = MoG(m₀), where MoG(m) = Σ_t (1/L) N(m·e_t, σ²I)
-over the L batches of the epoch (a partial epoch of r batches holds the record with probability
-r·b/n), m₁ = 2, m₀ = 1 (add/remove) or m₀ = 0 (replace-one, where MoG(0) = N(0, σ²I)). We
-post-process each epoch to M = max_t x_t, bin M (the distribution of M is in closed form:
-P(M ≤ c) = Φ((c−m)/σ)·Φ(c/σ)^{L−1}), round each bin's privacy loss *down* to a lattice of spacing
-h and compose the epochs exactly on the lattice. Post-processing and rounding the loss down can
-only lower δ(ε) (δ = E_P[(1 − e^{ε−ℓ})₊] is increasing in ℓ), and every mass is rounded down, so
-the result is a lower bound on the δ(ε) of that pair, hence on the mechanism's; ε is then the
-largest ε at which this lower δ still exceeds the target (bisection, lower end returned).
-Both orders (P‖Q and Q‖P) are tried. Round-off of the FFT composition is subtracted per lattice
-point (the standard float64 FFT error bound, as in :mod:`accountants.pld`).
+over the L batches of the epoch, m₁ = 2, m₀ = 1 (add/remove) or m₀ = 0 (replace-one, where MoG(0) =
+N(0, σ²I)). With n mod b ≠ 0 the record sits out an epoch with probability 1 − p, p = L·b/n, and then
+both datasets release N(0, σ²I) (the other records are identical, so the batches are the same): P and Q
+are the mixtures p·MoG(m) + (1 − p)·N(0, σ²I) (a partial epoch of r batches: p = r·b/n). We post-process
+each epoch to M = max_t x_t, whose law is in closed form, F(c) = P(M ≤ c) = Φ(z)^{L−1}·[(1−p)Φ(z) + pΦ(z_m)],
+z = c/σ, z_m = (c−m)/σ; bin M; and compose the epochs on a loss lattice of spacing h.
+
+Why the result is a lower bound on δ(ε) (hence ε_lower ≤ the true ε):
+
+1. Post-processing (M, then its bins) can only lower δ(ε) (data processing).
+2. δ(ε) = Σ_bins p_i·(1 − e^{ε−ℓ_i})₊, ℓ_i = log(p_i/q_i), and its k-fold composition are non-decreasing in
+   every mass p_i and every loss ℓ_i. So putting a mass p̂_i ≤ p_i at a loss ℓ̂_i ≤ ℓ_i, and dropping bins,
+   gives a lower bound. Each bin's float64 mass m̂ comes with a bound R on its relative error
+   (:func:`_edges_float`, :func:`_bin_masses`): log F from log Φ where F ≤ 1/2, and log S = log(1 − F) from
+   the upper tails Φ(−z) where F > 1/2, so each side keeps its relative accuracy (issue 22: computing the
+   upper tail from log F through logaddexp, as before, lost every digit below ~1e-16 when p < 1, i.e.
+   n mod b ≠ 0 — masses off by up to 870×, a printed "lower" ε of 50.07 beside an upper of 20.78); a bin
+   mass is F₊(1 − e^{log F₋ − log F₊}) or S₋(1 − e^{log S₊ − log S₋}), whose relative error is at most the
+   log errors divided by the log step. The log errors follow from scipy's Φ being within 2e-14 + 4u·z²
+   relative (checked against mpmath in the tests), the argument's rounding and a few u per operation.
+   P‖Q then uses p̂(1 − R_p) at the loss log(p̂(1 − R_p)) − log(q̂(1 + R_q)), less the float error of the
+   logs, rounded down to the lattice (Q‖P symmetrically). Bins whose bound exceeds R_MAX = 1e-6 are
+   recomputed in mpmath at 50 digits (:func:`_mp_mass`); bins below 1e-280 are dropped.
+3. The lattice epochs are composed by FFT; a bound on its round-off (per lattice point and convolution)
+   is subtracted from every mass before δ is read; the accumulation of bins into lattice points and the
+   final sum are covered by the factors (1 − 1e-9) and (1 − 1e-12); every loss also gives up
+   1e-12·(1 + |ℓ|), so that the lattice value fl(K·h) of a composed loss stays below the true sum.
+
+ε_lower is the lower end of a bisection on where this lower δ crosses the target: at ε_lower the
+pair's δ is above the target, so its ε (and the mechanism's) is above ε_lower. Both orders (P‖Q and Q‖P)
+and, for add/remove, the pairs (2, 1) and (1, 0) are tried. Tests: the exact one-epoch δ of the max
+statistic in mpmath brackets the certified lower δ (tests/accountants/test_shuffle.py). Any result with a
+lower end above its upper end raises :class:`accountants.results.BracketError` (a bug, never a number).
 """
 
 from __future__ import annotations
@@ -44,7 +67,7 @@ from scipy import special
 from . import _validate as check
 from ._validate import InputError, UnsupportedError
 from .events import DPSGD, Composed
-from .results import EpsilonBound
+from .results import EpsilonBound, check_bracket
 from .sampling import Neighbouring, Poisson, Shuffle
 
 __all__ = [
@@ -119,26 +142,146 @@ _register()
 # ----------------------------------------------------------------------------------- lower bound
 
 _FFT_ERR = 1e-13  # per lattice point and per FFT convolution of pmfs of mass ≤ 1 (float64, ≤ 2^24 points)
+_U = 2.0**-53  # unit round-off of float64
+R_MAX = 1e-6  # a bin whose float64 mass bound is looser than this is recomputed in mpmath
+MP_DPS = 50  # mpmath precision of that fallback
+_TINY = 1e-280  # bins with a mass below this (float64 loses relative accuracy near 1e-308) are dropped
 
 
-def _log_ndtr(x: np.ndarray) -> np.ndarray:
-    return special.log_ndtr(x)
+def _phi_err(z: np.ndarray) -> np.ndarray:
+    """Relative error bound of scipy's ``ndtr(±z)`` and ``log_ndtr(z)`` at a computed argument z = fl(·/σ).
+
+    The functions themselves: ≤ 2e-14 + 4u·z² (checked against mpmath over |z| ≤ 38 by
+    ``test_scipy_normal_cdf_meets_the_error_model``; the z² is exp(−z²/2) amplifying the argument's
+    rounding). The argument's own relative error (≤ 2u) moves them by ≤ 2u·|z|·(|z| + 1.6)·1.45 (Mills
+    ratio φ/Φ(−|z|) ≤ |z| + 1.6; |log Φ| ≥ 0.69 below the median). Sum: ≤ 2e-14 + 8u·(z² + 2|z|).
+    """
+    return 2e-14 + 8 * _U * (z * z + 2 * np.abs(z))
 
 
-def _log_cdf_max(c: np.ndarray, m: float, sigma: float, batches: int, p_in: float) -> np.ndarray:
-    """log P(max_t x_t ≤ c) for the epoch mixture with mean shift m (module doc)."""
-    base = (batches - 1) * _log_ndtr(c / sigma)
-    inside = _log_ndtr((c - m) / sigma)
-    if p_in >= 1.0:
-        return base + inside
-    return base + np.logaddexp(math.log1p(-p_in) + _log_ndtr(c / sigma), math.log(p_in) + inside)
+@dataclass(frozen=True)
+class _MaxLaw:
+    """Law of M = max_t x_t for one epoch of L batches: with probability p = k/n the record is in batch J
+    (uniform) and x ~ N(m·e_J, σ²I_L), else x ~ N(0, σ²I_L). P(M ≤ c) = Φ(c/σ)^{L−1}·[(1−p)Φ(c/σ) + pΦ((c−m)/σ)]."""
+
+    sigma: float
+    batches: int
+    m: float
+    k: int  # records' slots used in the epoch (batches·b)
+    n: int  # dataset size; p = k/n
 
 
-def _bin_masses(edges: np.ndarray, m: float, sigma: float, batches: int, p_in: float) -> np.ndarray:
-    """Masses of (-inf, e0], (e0, e1], …, (e_last, inf) for the distribution of the maximum."""
-    log_f = _log_cdf_max(edges, m, sigma, batches, p_in)
-    inner = np.exp(log_f[1:]) * -np.expm1(log_f[:-1] - log_f[1:])
-    return np.concatenate([[math.exp(log_f[0])], inner, [-math.expm1(log_f[-1])]])
+@dataclass(frozen=True)
+class _Edges:
+    """F = P(M ≤ c) and S = P(M > c) at each edge, each with a bound on the absolute error of its log."""
+
+    low: np.ndarray  # True where F ≤ 1/2 (F is the accurate side), else S is
+    log_f: np.ndarray
+    err_f: np.ndarray
+    log_s: np.ndarray
+    err_s: np.ndarray
+
+
+def _edges_float(c: np.ndarray, law: _MaxLaw) -> _Edges:
+    """log F from log Φ (accurate where F ≤ 1/2) and log S from the upper tails Φ(−z) (accurate where S < 1/2).
+
+    Each log carries an absolute-error bound from :func:`_phi_err` and a few roundings per operation
+    (sums of same-signed terms; log1p(−x) for x ≤ 1/2 has relative condition ≤ 1.45; −expm1(x) for
+    x ≤ 0 has relative condition ≤ 1 in x).
+    """
+    s, L = law.sigma, law.batches
+    z, zm = c / s, (c - law.m) / s
+    ez, ezm = _phi_err(z), _phi_err(zm)
+    full = law.k >= law.n
+    log_p = math.log(law.k) - math.log(law.n)
+    log_q = math.log(law.n - law.k) - math.log(law.n) if not full else -math.inf
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        la, lm = special.log_ndtr(z), special.log_ndtr(zm)
+        log_b = lm if full else np.logaddexp(log_q + la, log_p + lm)
+        log_f = (L - 1) * la + log_b
+        weights = abs(log_p) + (abs(log_q) if not full else 0.0) + 1.0
+        err_f = (np.maximum(ez, ezm) + 16 * _U) * (L * np.abs(la) + np.abs(lm) + weights) + 16 * _U * np.abs(log_f)
+        a, am = special.ndtr(-z), special.ndtr(-zm)
+        bb = am if full else (law.n - law.k) / law.n * a + law.k / law.n * am
+        log_f_up = (L - 1) * np.log1p(-a) + np.log1p(-bb)  # relative error ≤ 1.45·(e + 3u) + 4u
+        log_s = np.log(-np.expm1(log_f_up))
+        # + subnormal Φ(−z) (< 2.2e-308) carry an absolute, not relative, error (≤ 1e-323 each, L + 1 of them)
+        err_s = 1.5 * np.maximum(ez, ezm) + 16 * _U + (L + 1) * 1e-300 * np.exp(-log_s)
+    low = log_f <= -math.log(2.0)
+    return _Edges(low, log_f, err_f, log_s, err_s)
+
+
+def _bin_masses(edges: np.ndarray, law: _MaxLaw) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Masses of (−∞, e₀], (e₀, e₁], …, (e_last, ∞) for the law of M, a bound R on each one's relative
+    error (first order, inflated by 1 %; inf where float64 cannot say, see :func:`_certify`), and an upper
+    bound on each mass (F at the right edge, S at the left edge, ×2 for their own error; else 1)."""
+    e = _edges_float(edges, law)
+    lf, ls, af, as_ = e.log_f, e.log_s, e.err_f, e.err_s
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        # both edges on the F side: F₊·(1 − e^{d}), d = log F₋ − log F₊; 1 − e^d has relative condition ≤ 1/|d|
+        d = lf[:-1] - lf[1:]
+        m_low = np.exp(lf[1:]) * -np.expm1(d)
+        r_low = 1.01 * (af[1:] + (af[:-1] + af[1:] + 2 * _U * np.abs(d)) / np.abs(d)) + 8 * _U
+        # both edges on the S side: S₋·(1 − e^{d}), d = log S₊ − log S₋
+        d = ls[1:] - ls[:-1]
+        m_up = np.exp(ls[:-1]) * -np.expm1(d)
+        r_up = 1.01 * (as_[:-1] + (as_[:-1] + as_[1:] + 2 * _U * np.abs(d)) / np.abs(d)) + 8 * _U
+        # F side on the left, S side on the right: (1 − F₋) − S₊, absolute errors added
+        f_l, s_r = np.exp(lf[:-1]), np.exp(ls[1:])
+        m_mid = (1.0 - f_l) - s_r
+        r_mid = 1.01 * (f_l * (af[:-1] + 4 * _U) + s_r * (as_[1:] + 4 * _U) + 4 * _U) / m_mid
+        lo_l, lo_r = e.low[:-1], e.low[1:]
+        inner = np.where(lo_l & lo_r, m_low, np.where(~lo_l & ~lo_r, m_up, m_mid))
+        r_inner = np.where(lo_l & lo_r, r_low, np.where(~lo_l & ~lo_r, r_up, r_mid))
+        r_inner = np.where(lo_l | ~lo_r, r_inner, np.inf)  # S side left of an F side: not expected, recompute
+        first = (math.exp(lf[0]), 1.01 * af[0] + 4 * _U) if e.low[0] else (math.nan, math.inf)
+        last = (math.exp(ls[-1]), 1.01 * as_[-1] + 4 * _U) if not e.low[-1] else (math.nan, math.inf)
+    mass = np.concatenate([[first[0]], inner, [last[0]]])
+    rel = np.concatenate([[first[1]], r_inner, [last[1]]])
+    rel = np.where(np.isfinite(mass) & (mass > 0) & np.isfinite(rel), rel, np.inf)
+    with np.errstate(over="ignore"):
+        cap_f = np.where(e.low & (af < 0.5), 2 * np.exp(lf), 1.0)  # F at an edge bounds every bin to its left
+        cap_s = np.where(~e.low & (as_ < 0.5), 2 * np.exp(ls), 1.0)  # S at an edge bounds every bin to its right
+    cap = np.minimum(np.concatenate([cap_f, [1.0]]), np.concatenate([[1.0], cap_s]))
+    return mass, rel, cap
+
+
+def _mp_mass(lo: float, hi: float, law: _MaxLaw) -> tuple[float, float]:
+    """The mass of (lo, hi] (either end may be ±inf) at MP_DPS digits, and its relative error bound."""
+    import mpmath as mp
+
+    with mp.workdps(MP_DPS):
+        s, L, p = mp.mpf(law.sigma), law.batches, mp.mpf(law.k) / law.n
+
+        def cdf(c: float):  # (F, S) at c, each from the formula accurate on its side
+            if c == -math.inf:
+                return mp.mpf(0), mp.mpf(1)
+            if c == math.inf:
+                return mp.mpf(1), mp.mpf(0)
+            z, zm = mp.mpf(c) / s, (mp.mpf(c) - law.m) / s
+            f = mp.ncdf(z) ** (L - 1) * ((1 - p) * mp.ncdf(z) + p * mp.ncdf(zm))
+            e_up = (L - 1) * mp.log1p(-mp.ncdf(-z)) + mp.log1p(-((1 - p) * mp.ncdf(-z) + p * mp.ncdf(-zm)))
+            return f, -mp.expm1(e_up)
+
+        (f0, s0), (f1, s1) = cdf(lo), cdf(hi)
+        mass, scale = (f1 - f0, f1) if f1 <= 0.5 else (s0 - s1, s0)
+        if mass <= 0:
+            return 0.0, math.inf
+        rel = float(scale / mass) * 10.0 ** (5 - MP_DPS) + 2 * _U  # working precision, then rounding to float
+        return float(mass), rel
+
+
+def _certify(edges: np.ndarray, law: _MaxLaw) -> tuple[np.ndarray, np.ndarray]:
+    """Bin masses with relative error bounds ≤ R_MAX: float64 where its bound suffices, mpmath elsewhere.
+
+    Bins still unresolved, or below _TINY, get mass 0 (dropping a bin only lowers the lower bound).
+    """
+    mass, rel, cap = _bin_masses(edges, law)
+    bounds = np.concatenate([[-math.inf], edges, [math.inf]])
+    for i in np.flatnonzero(~(rel <= R_MAX) & (cap >= _TINY)):  # a bin capped below _TINY is dropped anyway
+        mass[i], rel[i] = _mp_mass(float(bounds[i]), float(bounds[i + 1]), law)
+    ok = (rel <= R_MAX) & (mass >= _TINY)
+    return np.where(ok, mass, 0.0), np.where(ok, rel, 0.0)
 
 
 @dataclass(frozen=True)
@@ -149,8 +292,12 @@ class _EpochPLD:
     mass: np.ndarray
 
 
-def _epoch_plds(sigma: float, batches: int, p_in: float, m1: float, m0: float, h: float) -> list[_EpochPLD]:
-    """Lattice PLDs of (P‖Q) and (Q‖P) for one epoch, P = MoG(m1), Q = MoG(m0), losses rounded down."""
+def _epoch_plds(sigma: float, batches: int, k: int, n: int, m1: float, m0: float, h: float) -> list[_EpochPLD]:
+    """Lattice PLDs of (P‖Q) and (Q‖P) for one epoch, P = law of M under MoG(m1), Q = under MoG(m0).
+
+    Each bin's masses lie in p̂(1 ± R_p), q̂(1 ± R_q) (:func:`_certify`); P‖Q puts p̂(1 − R_p) at the loss
+    log(p̂(1 − R_p)) − log(q̂(1 + R_q)) rounded down to the lattice (Q‖P symmetrically): both below the truth.
+    """
     top = max(m1, m0)
     lo_c = sigma * float(special.ndtri(1e-40 ** (1.0 / batches))) if batches > 1 else -12.0 * sigma
     lo_c = min(lo_c, -12.0 * sigma)
@@ -158,18 +305,23 @@ def _epoch_plds(sigma: float, batches: int, p_in: float, m1: float, m0: float, h
     width = h * sigma**2 / max(abs(m1 - m0), 1e-12) / 2  # the loss moves by ≈ h/2 from one bin to the next
     n_bins = int(min(max((hi_c - lo_c) / width, 64), 400_000))
     edges = np.linspace(lo_c, hi_c, n_bins)
-    p = _bin_masses(edges, m1, sigma, batches, p_in)
-    q = _bin_masses(edges, m0, sigma, batches, p_in)
+    p, rp = _certify(edges, _MaxLaw(sigma, batches, m1, k, n))
+    q, rq = _certify(edges, _MaxLaw(sigma, batches, m0, k, n))
     keep = (p > 0) & (q > 0)
-    p, q = p[keep], q[keep]
-    slack = 1e-9  # relative: covers the float error of the masses (log_ndtr and expm1 are accurate to ~1e-15)
-    loss = np.log(p) - np.log(q)
+    p, q, rp, rq = p[keep], q[keep], rp[keep], rq[keep]
+    log_p, log_q = np.log(p), np.log(q)
+    # ≤ 400,000 bins summed per lattice point (np.add.at, sequential): relative error ≤ 400,000·u < 1e-9
+    acc_slack = 1e-9
     out = []
-    for mass, ell in ((p, loss - 2 * slack), (q, -loss - 2 * slack)):
-        k = np.floor(ell / h).astype(np.int64)
-        offset = int(k.min())
-        arr = np.zeros(int(k.max()) - offset + 1)
-        np.add.at(arr, k - offset, mass * (1 - slack))
+    for mass, rel, other_rel, loss in ((p, rp, rq, log_p - log_q), (q, rq, rp, log_q - log_p)):
+        ell = loss + np.log1p(-rel) - np.log1p(other_rel)
+        # float error of the logs and the difference (≤ 4u·(|log p̂| + |log q̂|)), plus 1e-12·(1 + |ℓ|) so that
+        # fl(K·h) on the composed lattice never exceeds the sum of the true losses (module doc)
+        ell = ell - 4 * _U * (np.abs(log_p) + np.abs(log_q)) - 1e-12 * (1 + np.abs(ell))
+        idx = np.floor(ell / h).astype(np.int64)
+        offset = int(idx.min())
+        arr = np.zeros(int(idx.max()) - offset + 1)
+        np.add.at(arr, idx - offset, mass * (1 - rel) * (1 - acc_slack))
         out.append(_EpochPLD(offset, arr))
     return out
 
@@ -212,17 +364,18 @@ def _delta_lower_of(pld: _EpochPLD, err: float, eps: float, h: float) -> float:
     return value * (1 - 1e-12)
 
 
-def _epoch_types(spec: DPSGD) -> list[tuple[int, float, int]]:
-    """(batches, P(record in the epoch), count) for the full and the trailing partial epoch."""
+def _epoch_types(spec: DPSGD) -> list[tuple[int, int, int]]:
+    """(batches, slots used = batches·b, count) for the full and the trailing partial epoch; the record is
+    in the epoch with probability slots/n (the n − slots records left over sit out)."""
     s = spec.sampling
     assert isinstance(s, Shuffle)
     L = s.steps_per_epoch
     full, rest = divmod(spec.steps, L)
     types = []
     if full:
-        types.append((L, L * s.batch_size / s.dataset_size, full))
+        types.append((L, L * s.batch_size, full))
     if rest:
-        types.append((rest, rest * s.batch_size / s.dataset_size, 1))
+        types.append((rest, rest * s.batch_size, 1))
     return types
 
 
@@ -243,19 +396,20 @@ def _lower_plds(spec: DPSGD | Composed, h: float) -> list[tuple[_EpochPLD, float
             raise UnsupportedError("the shuffle lower bound covers runs whose every phase samples by shuffling")
         if p.group_size != 1:
             raise UnsupportedError(f"the shuffle lower bound is for single records; got group_size={p.group_size}")
-    epochs: list[tuple[float, int, float, int]] = []  # (σ, batches, p_in, count), at most MAX_EPOCHS in all
+    epochs: list[tuple[float, int, int, int, int]] = []  # (σ, batches, slots, n, count), ≤ MAX_EPOCHS in all
     budget = MAX_EPOCHS
     for p in parts:
-        for batches, p_in, count in _epoch_types(p):
+        for batches, slots, count in _epoch_types(p):
             used = min(count, budget)
             if used:
-                epochs.append((p.noise_multiplier, batches, min(p_in, 1.0), used))
+                epochs.append((p.noise_multiplier, batches, slots, p.sampling.dataset_size, used))
             budget -= used
     out = []
     for m1, m0 in _PAIRS[parts[0].neighbouring]:
         step = h
         while True:
-            per = [(_epoch_plds(sig, batches, p_in, m1, m0, step), count) for sig, batches, p_in, count in epochs]
+            per = [(_epoch_plds(sig, batches, slots, n, m1, m0, step), count)
+                   for sig, batches, slots, n, count in epochs]
             size = max(sum(len(plds[d].mass) * count for plds, count in per) for d in (0, 1))
             if size <= MAX_LATTICE:
                 break
@@ -316,6 +470,9 @@ class ShuffleBounds:
     lower: float | None
     upper: EpsilonBound
     poisson: EpsilonBound
+
+    def __post_init__(self) -> None:
+        check_bracket(self.lower, self.upper.value, "epsilon")  # a lower end above the upper is a bug
 
 
 def shuffle_bounds(spec: DPSGD, delta: float, method: str = "pld") -> ShuffleBounds:

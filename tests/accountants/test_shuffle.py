@@ -1,20 +1,25 @@
 """Shuffled batches (accountants.shuffle): the upper bound is the full-batch Gaussian of ⌈T/⌊n/b⌋⌉ epochs,
 the lower bound is certified from Chua et al.'s pair, lower ≤ upper, and the gap to Poisson is real.
 
-Oracles: the Gaussian mechanism's exact privacy profile (Balle & Wang 2018, Thm 8) and the single-epoch
-"cube" test of Chua et al. (ICML 2024, §4: δ ≥ P(max_t x_t > C) − e^ε Q(max_t x_t > C)), both in mpmath.
-We could not access the papers' tables from this machine, so values are pinned against these oracles.
+Oracles: the Gaussian mechanism's exact privacy profile (Balle & Wang 2018, Thm 8), the single-epoch
+"cube" test of Chua et al. (ICML 2024, §4: δ ≥ P(max_t x_t > C) − e^ε Q(max_t x_t > C)), and the exact
+δ(ε) of the one-epoch max-statistic pair (:func:`exact_max_delta`), all in mpmath. We could not access
+the papers' tables from this machine, so values are pinned against these oracles.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 
 import mpmath as mp
+import numpy as np
 import pytest
 
 import accountants as acc
+from accountants import shuffle as sh
+from accountants.results import BracketError
 from accountants.shuffle import reduce_shuffle, shuffle_epochs, shuffle_lower_delta, shuffle_lower_epsilon
 
 DELTA = 1e-5
@@ -50,6 +55,78 @@ def _cube_delta(sigma: float, batches: int, m1: float, m0: float, eps: float) ->
     # a grid of step 0.05 on [-2, 13], then step 0.0005 around the best point: every C gives a valid test
     c0 = max((mp.mpf(-2) + mp.mpf(i) / 20 for i in range(301)), key=gap)
     return max(gap(c0 + mp.mpf(j) / 2000) for j in range(-100, 101))
+
+
+def max_law(sigma: float, batches: int, m: float, k: int, n: int):
+    """(log density, CDF, survival function) of M = max_t x_t over one epoch of L = ``batches`` batches, at
+    the current mpmath precision: with probability p = k/n the record sits in a uniform batch J and
+    x ~ N(m·e_J, σ²I_L), else x ~ N(0, σ²I_L). F(c) = Φ(z)^{L−1}·[(1−p)Φ(z) + pΦ(z_m)], z = c/σ,
+    z_m = (c−m)/σ; its derivative is the density; S = 1 − F is computed from the upper tails
+    (−expm1 of (L−1)·log1p(−Φ(−z)) + log1p(−[(1−p)Φ(−z) + pΦ(−z_m)])) so that it keeps its digits when tiny."""
+    s, p, L = mp.mpf(sigma), mp.mpf(k) / n, batches
+
+    def logpdf(c):
+        z, zm = c / s, (c - m) / s
+        a, am = mp.ncdf(z), mp.ncdf(zm)
+        b = (1 - p) * a + p * am
+        dens = (L - 1) * mp.npdf(z) * a ** (L - 2) * b + a ** (L - 1) * ((1 - p) * mp.npdf(z) + p * mp.npdf(zm))
+        return mp.log(dens / s)
+
+    def cdf(c):
+        z, zm = c / s, (c - m) / s
+        return mp.ncdf(z) ** (L - 1) * ((1 - p) * mp.ncdf(z) + p * mp.ncdf(zm))
+
+    def sf(c):
+        if c == mp.inf:
+            return mp.mpf(0)
+        z, zm = c / s, (c - m) / s
+        a, am = mp.ncdf(-z), mp.ncdf(-zm)
+        return -mp.expm1((L - 1) * mp.log1p(-a) + mp.log1p(-((1 - p) * a + p * am)))
+
+    return logpdf, cdf, sf
+
+
+def exact_max_delta(sigma: float, batches: int, m1: float, m0: float, k: int, n: int, eps: float,
+                    grid: int = 200) -> mp.mpf:
+    """Exact δ(ε) = ∫ (f_P − e^ε f_Q)₊ of one epoch's max statistic, P = law of M with shift m1, Q with m0.
+
+    Recipe (mpmath, 40 digits): the set {f_P > e^ε f_Q} is a union of intervals whose ends are the roots of
+    g(c) = log f_P(c) − log f_Q(c) − ε; bracket them by the sign changes of g on ``grid`` + 1 points of
+    [−10σ, max(m) + 12σ + (ε + 10)σ²/|m1 − m0|] (beyond either end g keeps its sign: the log-ratio is
+    monotone there, like (m1 − m0)c/σ² above and tending to a constant or ±∞ below; m1 < m0 gives Q‖P),
+    refine each by Anderson's method, and add (S_P(a) − S_P(b)) − e^ε (S_Q(a) − S_Q(b)) over the intervals.
+    A missed or misplaced root can only lower the value (every set gives a valid test); the roots are found
+    to ~1e-30, which moves δ by a second-order amount. Checked against the Gaussian closed form (L = 1).
+    About 0.5–1 s per call.
+    """
+    with mp.workdps(40):
+        lp, _, sp = max_law(sigma, batches, m1, k, n)
+        lq, _, sq = max_law(sigma, batches, m0, k, n)
+        e = mp.mpf(eps)
+
+        def g(c):
+            return lp(c) - lq(c) - e
+
+        lo = mp.mpf(-10 * sigma)
+        hi = mp.mpf(max(m1, m0) + 12 * sigma + (eps + 10) * sigma**2 / abs(m1 - m0))
+        cs = [lo + (hi - lo) * i / grid for i in range(grid + 1)]
+        vals = [g(c) > 0 for c in cs]
+        roots = [mp.findroot(g, (cs[i], cs[i + 1]), solver="anderson") for i in range(grid) if vals[i] != vals[i + 1]]
+        ends = ([-mp.inf] if vals[0] else []) + roots + ([mp.inf] if vals[-1] else [])
+        total = mp.mpf(0)
+        for a, b in zip(ends[::2], ends[1::2], strict=True):
+            sa_p, sa_q = (mp.mpf(1), mp.mpf(1)) if a == -mp.inf else (sp(a), sq(a))
+            total += (sa_p - sp(b)) - mp.e**e * (sa_q - sq(b))
+        return total
+
+
+def test_exact_max_delta_oracle_is_the_gaussian_for_one_batch():
+    """L = 1 and p = 1: M is N(m, σ²), so the oracle must equal Balle & Wang's closed form (to 1e-12: μ enters
+    the closed form as a float, rounded at 1e-16 and amplified by ε·μ-sized derivatives)."""
+    for sigma, m0, eps in ((0.7, 0.0, 1.0), (0.3, 1.0, 10.0)):
+        with mp.workdps(40):
+            closed = _gauss_delta((2.0 - m0) / sigma, eps)
+        assert float(abs(exact_max_delta(sigma, 1, 2.0, m0, 10, 10, eps) / closed - 1)) < 1e-12
 
 
 def test_shuffle_description_round_trips():
@@ -235,3 +312,169 @@ def test_lower_bound_matches_the_authors_accountant(sigma, b, n, steps, peer):
     discretisation (1e-3 per epoch), and it stays within 0.01 below it."""
     ours = shuffle_lower_epsilon(acc.DPSGD(sigma, acc.Shuffle(b, n), steps), DELTA)
     assert peer - 0.01 <= ours <= peer + 1e-3 * math.ceil(steps / (n // b)), (ours, peer)
+
+
+# ----------------------------------------------------------------- issue 22 §1: a certified lower end holds
+
+
+def test_scipy_normal_cdf_meets_the_error_model():
+    """The float64 bin masses assume (accountants.shuffle._phi_err) that scipy's ndtr(z) (z ≤ 0, value above
+    1e-300) and log_ndtr(z) (value below −1e-300) are within 2e-14 + 4u·z² relative of Φ at the float
+    argument (u = 2^-53; the z² is exp(−z²/2) amplifying rounding inside erfc). Checked against mpmath
+    (40 digits) at 601 points."""
+    from scipy import special
+
+    u = 2.0**-53
+    with mp.workdps(40):
+        for z in [-38 + 76 * i / 600 for i in range(601)]:
+            bound = 2e-14 + 4 * u * z * z
+            t = mp.ncdf(z)
+            if z <= 0 and t > 1e-300:
+                assert abs(special.ndtr(z) / t - 1) <= bound, z
+            log_t = mp.log(t) if z <= 0 else mp.log1p(-mp.ncdf(-z))
+            if abs(log_t) > 1e-300:  # beyond z ≈ 37.5, log Φ(z) underflows (the code then uses ndtr(−z))
+                assert abs(special.log_ndtr(z) / log_t - 1) <= bound, z
+
+
+LAWS = [(0.3, 17, 2.0, 51, 53), (0.3, 17, 1.0, 51, 53), (0.548, 17, 0.0, 51, 53), (0.3, 17, 2.0, 51, 51),
+        (0.308, 75, 2.0, 1200, 1214), (1.0, 1, 2.0, 3, 53), (2.0, 100, 1.0, 1000, 1000)]
+
+
+def _oracle_masses(edges: np.ndarray, law: tuple) -> list[mp.mpf]:
+    """Masses of (−∞, e₀], …, (e_last, ∞) from :func:`max_law` at 60 digits: F differences where F ≤ 1/2,
+    S differences above (each side keeps its digits there)."""
+    with mp.workdps(60):
+        _, cdf, sf = max_law(*law)
+        bounds = [-mp.inf, *map(mp.mpf, edges), mp.inf]
+        out = []
+        for a, b in itertools.pairwise(bounds):
+            fb = mp.mpf(1) if b == mp.inf else cdf(b)
+            if fb <= 0.5:
+                out.append(fb - (0 if a == -mp.inf else cdf(a)))
+            else:
+                out.append((1 if a == -mp.inf else sf(a)) - sf(b))
+        return out
+
+
+@pytest.mark.parametrize("law", LAWS)
+@pytest.mark.parametrize("force_mpmath", [False, True])
+def test_certified_bin_masses_are_within_their_bound(law, force_mpmath, monkeypatch):
+    """Every kept bin mass m̂ with relative bound R satisfies |m̂/m − 1| ≤ R against the mpmath oracle,
+    deep into both tails (down to ~1e-280), where the float masses were up to 870× off (issue 22).
+    ``force_mpmath`` sets R_MAX below every float bound, so the mpmath fallback computes every bin."""
+    if force_mpmath:
+        monkeypatch.setattr(sh, "R_MAX", 1e-15)
+    sigma, _, m, _, _ = law
+    edges = np.linspace(-6 * sigma, m + 14 * sigma, 41)
+    mass, rel = sh._certify(edges, sh._MaxLaw(*law))
+    exact = _oracle_masses(edges, law)
+    kept = 0
+    for i, (got, r, ex) in enumerate(zip(mass, rel, exact, strict=True)):
+        if got > 0:
+            kept += 1
+            assert r <= sh.R_MAX and abs(got / ex - 1) <= r, (i, got, float(ex), r)
+        else:
+            assert ex < 1e-270, (i, float(ex))  # only bins near float64's underflow may be dropped
+    assert kept >= 30
+
+
+def _exact_max_pairs(spec: acc.DPSGD, eps: float, delta: float | None = None) -> float:
+    """max over Chua et al.'s pairs and both orders of the exact one-epoch max-statistic δ(ε) (mpmath); with
+    ``delta``, stops at the first one above it (enough to show that a lower δ, or the ε read from it, holds)."""
+    s = spec.sampling
+    batches = min(spec.steps, s.steps_per_epoch)
+    pairs = sh._PAIRS[spec.neighbouring]
+    best = 0.0
+    for m1, m0 in [*pairs, *((b, a) for a, b in pairs)]:
+        best = max(best, float(exact_max_delta(spec.noise_multiplier, batches, m1, m0, batches * s.batch_size,
+                                               s.dataset_size, eps)))
+        if delta is not None and best > delta:
+            break
+    return best
+
+
+# The issue's three configurations (one epoch each): the CLI case that printed "certified lower ε ≥ 50.07"
+# beside "ε ≤ 20.78" (σ = 0.3, b = 3, n = 53, T = 17, δ = 1e-6), replace-one σ = 0.548 on the same
+# sampler, and add/remove σ = 0.308, b = 16, n = 1214 (75 steps per epoch).
+ISSUE_CASES = [(0.3, 3, 53, 17, "add_remove"), (0.548, 3, 53, 17, "replace_one"), (0.308, 16, 1214, 75, "add_remove")]
+
+
+@pytest.mark.parametrize(("sigma", "b", "n", "steps", "relation"), ISSUE_CASES)
+def test_issue_cases_bracket_the_exact_max_statistic(sigma, b, n, steps, relation):
+    """lower ≤ exact ≤ upper at δ = 1e-6, ε read through δ: the exact δ of the max statistic (mpmath,
+    best pair and order) is above 1e-6 at the certified lower ε (so the exact ε is above it) and at most 1e-6
+    at the PLD upper ε; the certified lower δ is at most the exact δ at ε = 20.505 (the issue's certificate
+    for the replace-one case) and at ε = 50.07 (the value printed before the fix)."""
+    delta = 1e-6
+    spec = acc.DPSGD(sigma, acc.Shuffle(b, n), steps, relation)
+    lower = shuffle_lower_epsilon(spec, delta)
+    upper = acc.epsilon(spec, delta, method="pld").value
+    assert 0 < lower <= upper <= acc.epsilon(spec, delta).value
+    assert _exact_max_pairs(spec, lower, delta) > delta
+    assert _exact_max_pairs(spec, upper) <= delta
+    for eps in (20.505, 50.07):
+        ours = shuffle_lower_delta(spec, eps)
+        assert ours <= _exact_max_pairs(spec, eps, ours)
+
+
+def test_cli_case_of_the_issue_prints_a_lower_end_below_the_upper(capsys):
+    """The command of issue 22 printed 50.07 beside 20.78: now the lower end is within 0.03 below the upper
+    (the pair is nearly the whole mechanism at one epoch; exact max-statistic ε ≈ 20.755, mpmath above)."""
+    from audit.cli import main
+
+    argv = ["account", "--sampling", "shuffle", "--noise-multiplier", "0.3", "--batch-size", "3",
+            "--dataset-size", "53", "--steps", "17", "--delta", "1e-6", "--method", "pld", "--json"]
+    assert main(argv) == 0
+    d = json.loads(capsys.readouterr().out)
+    upper = d["methods"]["pld"]["upper"]["epsilon"]
+    assert upper - 0.05 <= d["lower"] <= upper
+
+
+def _random_configs(count: int, seed: int) -> list[tuple[float, int, int, int, float, str]]:
+    """Seeded (σ, b, n, T, δ, relation): σ log-uniform in [0.3, 3], b in 1..32, L = ⌊n/b⌋ in 1..60, n mod b
+    ≠ 0 for even indices and = 0 for odd ones, T up to two epochs, δ log-uniform in [1e-8, 1e-3]."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(count):
+        sigma = float(np.exp(rng.uniform(math.log(0.3), math.log(3.0))))
+        b = int(rng.integers(1, 33)) if i % 2 else int(rng.integers(2, 33))
+        batches = int(rng.integers(1, 61))
+        n = b * batches + (int(rng.integers(1, b)) if i % 2 == 0 else 0)
+        steps = int(rng.integers(1, 2 * batches + 1))
+        delta = float(10 ** rng.uniform(-8, -3))
+        out.append((sigma, b, n, steps, delta, ("add_remove", "replace_one")[int(rng.integers(2))]))
+    return out
+
+
+def test_seeded_scan_lower_never_above_the_proven_upper():
+    """40 seeded configurations, half with n mod b ≠ 0 and many with a partial last epoch (both make the
+    record's epoch probability p < 1, where issue 22 found lower ends above the upper; before the fix this
+    scan failed at its 22nd configuration, 35.10 against 16.49): lower ε ≤ the PLD and the RDP upper ε.
+    h = 5e-3 keeps it fast (any lattice spacing gives a certified lower bound)."""
+    for sigma, b, n, steps, delta, relation in _random_configs(40, seed=22):
+        spec = acc.DPSGD(sigma, acc.Shuffle(b, n), steps, relation)
+        lower = shuffle_lower_epsilon(spec, delta, h=5e-3)
+        assert lower <= acc.epsilon(spec, delta, method="pld").value, (sigma, b, n, steps, delta, relation, lower)
+        assert lower <= acc.epsilon(spec, delta).value
+
+
+def test_a_lower_end_above_the_upper_is_an_internal_error(monkeypatch, capsys):
+    """Every EpsilonBound/DeltaBound checks lower ≤ value at construction (results.check_bracket), and so does
+    ShuffleBounds: a lower end above the upper raises BracketError (an AssertionError: a bug, CLI exit 3),
+    never a printed number."""
+    with pytest.raises(BracketError, match="lower epsilon"):
+        acc.EpsilonBound(1.0, 1e-5, method="pld", lower=1.5)
+    with pytest.raises(BracketError, match="lower delta"):
+        acc.DeltaBound(1e-6, 1.0, method="pld", lower=2e-6)
+    with pytest.raises(BracketError):
+        acc.EpsilonBound(1.0, 1e-5, lower=math.nan)
+    assert acc.EpsilonBound(1.0, 1e-5, lower=1.0).lower == 1.0 and acc.EpsilonBound(math.inf, 1e-5, lower=3.0)
+    assert issubclass(BracketError, AssertionError) and not issubclass(BracketError, acc.InputError)
+    from audit.cli import main
+
+    monkeypatch.setattr(sh, "shuffle_lower_epsilon", lambda spec, delta: 50.07)  # the value the issue saw
+    argv = ["account", "--sampling", "shuffle", "--noise-multiplier", "0.3", "--batch-size", "3",
+            "--dataset-size", "53", "--steps", "17", "--delta", "1e-6"]
+    assert main(argv) == 3
+    captured = capsys.readouterr()
+    assert "50.07" not in captured.out and "BracketError" in captured.err
