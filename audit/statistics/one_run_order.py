@@ -53,7 +53,7 @@ from accountants._validate import InputError, InputTypeError
 
 from ._checks import _delta, _scores, _significance
 from .gdp import _gdp_epsilon
-from .one_run import MAX_CANARIES, _count, _guesses, _sup_eps
+from .one_run import MAX_CANARIES, _count, _guesses
 from .results import EpsilonLowerBound, GdpLowerBound
 
 __all__ = ["ORDER_GUESS_FRACTIONS", "EpsDeltaNull", "GaussianNull", "OrderNull", "SubsampledGaussianNull",
@@ -201,7 +201,7 @@ def one_run_order_p_value(null: OrderNull, theta: float, m: int, guesses: int, e
         e_opt = float(_mean_error(null, float(theta), np.ones(1))[0])
         return float(min(1.0, scipy.stats.binom.cdf(u, m, e_opt)))
     v = _cut_quantiles(m, r)
-    h = scipy.stats.binom.cdf(u, r, _mean_error(null, float(theta), v))
+    h = scipy.special.bdtr(u, r, _mean_error(null, float(theta), v))  # Bin_cdf(u; r, ·), vectorised
     return float(min(1.0, (1.0 + float(np.sum(h))) / _CELLS))
 
 
@@ -226,15 +226,32 @@ def one_run_order_p_values(null: OrderNull, theta: float, m: int, guesses: int) 
     return out
 
 
-def one_run_order_theta_lower(null: OrderNull, m: int, guesses: int, errors: int, significance: float) -> float:
+def one_run_order_theta_lower(null: OrderNull, m: int, guesses: int, errors: int, significance: float,
+                              *, rejected: float = 0.0) -> float:
     """sup{θ : p(θ) < significance}: the largest null parameter rejected at this level.  Bound: lower on θ.
 
     The p-value increases in θ (a more informative pair has a smaller error mass at every v, so few errors are
-    less surprising), so the rejected θ form an interval [0, θ*); doubling from 1 then bisection to 1e-9,
-    returning the rejected end (:func:`.one_run._sup_eps`).
+    less surprising), so the rejected θ form an interval [0, θ*). Search: from ``rejected`` (a θ known to be
+    rejected, 0 by default) doubling by 1, 2, 4, … up to 64, then bisection until the bracket is narrower than
+    1e-6 (1 + θ); returns the rejected end, so the rounding is downward.
     """
     s = _significance(significance)
-    return _sup_eps(lambda t: one_run_order_p_value(null, t, m, guesses, errors) < s, 64.0)
+
+    def reject(t: float) -> bool:
+        return one_run_order_p_value(null, t, m, guesses, errors) < s
+
+    if rejected <= 0 and not reject(0.0):
+        return 0.0
+    lo, step = float(rejected), 1.0
+    while reject(lo + step):
+        lo, step = lo + step, 2 * step
+        if lo > 64.0:
+            return 64.0
+    hi = lo + step
+    while hi - lo > 1e-6 * (1.0 + lo):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if reject(mid) else (lo, mid)
+    return lo
 
 
 def _sgm_delta(mu: float, q: float, eps: float) -> float:
@@ -310,7 +327,9 @@ def _order_bound(null: OrderNull, scores, truth, significance, guesses, center):
     best = (0.0, None, None)
     for r in np.unique(r_eff[r_eff > 0])[::-1]:
         v = int(correct_at[r - 1])
-        th = one_run_order_theta_lower(null, m, int(r), int(r) - v, sh)
+        if best[0] > 0 and not one_run_order_p_value(null, best[0], m, int(r), int(r) - v) < sh:
+            continue  # this r does not reject the best θ so far: its sup is no larger (p increases in θ)
+        th = one_run_order_theta_lower(null, m, int(r), int(r) - v, sh, rejected=best[0])
         if th > best[0] or best[1] is None:
             best = (th, int(r), v)
     n_in = int(np.sum(np.asarray(truth).reshape(-1).astype(bool)))
