@@ -175,3 +175,57 @@ def test_perfect_guesser_reaches_large_bounds_and_bad_input_is_named():
         st.one_run_order_p_value(GaussianNull(), 1.0, 10, 5, 6)
     with pytest.raises(InputError, match="delta must be > 0"):
         st.gdp_lower_bound_one_run_order(x, y, delta=0.0)
+
+
+def test_order_certifiable_matches_order_audits_of_the_exact_poisson_pair():
+    """ε_certifiable per statistic: the order statistic's canonical-pair replay (audit.tightness, optimal
+    two-sided decoder on canonical LLRs) against order audits of exact draws of the Poisson pair (white-box
+    LLR of Bern(q) + N(0, σ²) per step, centre 0): σ = 1, q = 0.5, T = 10, m = 1000, 9 replicates each.
+    Tolerance 25 %, the replicates' spread (as in test_tightness_one_run for Steinke's statistic)."""
+    import torch
+
+    import accountants as acc
+    from attacks import membership as mia
+    from audit import tightness
+
+    spec = acc.DPSGD(1.0, acc.Poisson(0.5), 10)
+    curve = acc.tradeoff_curve(spec, method="pld")
+    cert = tightness.certifiable_one_run_replicates(curve, 1000, delta=1e-5, replicates=9, statistic="order")
+    steinke = tightness.certifiable_one_run_replicates(curve, 1000, delta=1e-5, replicates=9)
+    g = torch.Generator().manual_seed(3)
+    got = []
+    for _ in range(9):
+        truth = torch.rand(1000, generator=g) < 0.5
+        o = torch.randn(1000, 10, generator=g, dtype=torch.float64)
+        o += truth[:, None] * (torch.rand(1000, 10, generator=g, dtype=torch.float64) < 0.5)
+        scores = mia.white_box_llr(o, spec, 1000).numpy()
+        got.append(st.epsilon_one_run_order(scores, truth.numpy(), delta=1e-5, center=0.0).value)
+    a, b = float(np.median(got)), float(np.median(cert))
+    assert abs(a - b) <= 0.25 * b, (a, b)
+    assert b > float(np.median(steinke))  # the order statistic certifies more with the same canaries
+    with pytest.raises(InputError, match="statistic must be one of"):
+        tightness.certifiable_one_run_replicates(curve, 100, delta=1e-5, statistic="best")
+
+
+def test_one_run_statistics_reach_result_json_and_the_report(tmp_path):
+    """Which statistic certified what: in result.json (strict round trip) and in both reports."""
+    import accountants as acc
+    from audit import model
+    from audit.score import audit_scores
+
+    rng = np.random.default_rng(5)
+    member = rng.random(400) < 0.5
+    sc = rng.normal(size=400) + 3.0 * member
+    r = audit_scores({"member": member.astype(int), "score": sc}, acc.DPSGD(2.0, acc.Poisson(0.5), 1), delta=1e-5,
+                     design="one-run", out=tmp_path)
+    stats = r["audits"][0]["one_run_statistics"]
+    assert [x["name"] for x in stats] == ["steinke", "order", "fdp_gdp"]
+    assert [x["in_epsilon_lower"] for x in stats] == [True, False, False]  # the order one's assumption is not vouched
+    assert stats[0]["value"] == r["audits"][0]["epsilon_lower"]["value"]
+    back = model.load_result(tmp_path).audits[0].one_run_statistics
+    assert [model.to_dict(x) for x in back] == stats
+    for f in ("report.md", "report.html"):
+        text = (tmp_path / f).read_text(encoding="utf-8")
+        assert "one-run statistics" in text and "canaries do not interact" in text
+    with pytest.raises(InputError, match="unknown key"):
+        model.from_dict(model.OneRunStatistic, {**stats[0], "extra": 1})
