@@ -229,3 +229,23 @@ def test_one_run_statistics_reach_result_json_and_the_report(tmp_path):
         assert "one-run statistics" in text and "canaries do not interact" in text
     with pytest.raises(InputError, match="unknown key"):
         model.from_dict(model.OneRunStatistic, {**stats[0], "extra": 1})
+
+
+def test_compare_one_run_pays_for_the_max_over_statistics():
+    """independent_canaries=True: ε_lower is the larger of Steinke's and the order statistic, each at s/2."""
+    import accountants as acc
+    from audit import comparator
+
+    rng = np.random.default_rng(6)
+    member = rng.random(2000) < 0.5
+    sc = rng.normal(size=2000) + 3.0 * member
+    spec = acc.DPSGD(2.0, acc.Poisson(0.5), 1)
+    curves = comparator.analytical_curves(spec, 1e-5)
+    both = comparator.compare_one_run(sc, member, spec, delta=1e-5, curves=curves, independent_canaries=True)
+    alone = comparator.compare_one_run(sc, member, spec, delta=1e-5, curves=curves)
+    st_, order = both.one_run_statistics[0].result, both.one_run_statistics[1].result
+    assert st_.confidence == order.confidence == pytest.approx(0.975)  # s split in two
+    assert both.epsilon_lower is max((st_, order), key=lambda b: b.value) and both.epsilon_lower is order
+    assert alone.epsilon_lower.method == "one_run" and alone.epsilon_lower.confidence == pytest.approx(0.95)
+    assert order.value <= alone.one_run_statistics[1].result.value  # paying s/2 can only lower it
+    assert [x.in_epsilon_lower for x in both.one_run_statistics] == [True, True, False]
