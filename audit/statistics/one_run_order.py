@@ -1,11 +1,12 @@
 """Order-statistics one-run bound (Xiang, Wang, Xiao, Tian, Wang 2025, arXiv:2509.08704v1).
 
-Game (paper §3, the framework (n, M, H, D, r)): m canaries, each in with probability ½, ONE run. A decoder
-guesses every canary's bit with a confidence; a filter releases the r most confident guesses; T of them are
-wrong. For a null pair (P_θ, Q_θ) (out-view, in-view) the optimal decoder guesses the sign of the log
-likelihood ratio L with confidence |L|; its error at a view is γ = 1/(1 + e^{|L|}). With v the mixture
-mass M = (P_θ + Q_θ)/2 of confidence above a level, G_θ(v) the error mass there and γ̄_θ(v) = G_θ(v)/v the
-mean error of the top-v mass, the paper's order-statistics theorem (Thm 2 in the authors' code, tail.py) is
+Game (the paper's framework (n, M, H, D, r), its filter releasing the top-r scores): m canaries, each in with
+probability ½, ONE run. A decoder guesses every canary's bit with a confidence; the filter releases the r most
+confident guesses; T of them are wrong. For a null pair (P_θ, Q_θ) (out-view, in-view) the optimal decoder guesses
+the sign of the log likelihood ratio L with confidence |L|; its error at a view is γ = 1/(1 + e^{|L|}). With v the
+mixture mass M = (P_θ + Q_θ)/2 of confidence above a level, G_θ(v) the error mass there and γ̄_θ(v) = G_θ(v)/v the
+mean error of the top-v mass, the paper's order-statistics theorem (called Theorem 2 in the authors' code,
+zihangxiang/tight-privacy-audit-in-one-run onerun/tail.py; Eq. (1) of its docs/IMPLEMENTATION.md) is
 
     P[T ≤ u] = E_V[ Bin_cdf(u; r, γ̄_θ(V)) ],   V ~ Beta(r + 1, m − r)   (r < m; r = m: Bin_cdf(u; m, G_θ(1))),
 
@@ -13,7 +14,7 @@ V the upper mass of the cut (the most confident guess that is not released): giv
 guesses are i.i.d. from the mass above it. It is exact for independent canaries through (P_θ, Q_θ).
 
 Why it is a p-value (our argument, not the paper's wording): if each canary's view is an independent
-post-processing of (P_θ, Q_θ) — by Blackwell's theorem (Dong, Roth, Su 2019, arXiv:1905.02383 Thm 2.10),
+post-processing of (P_θ, Q_θ) — by Blackwell's theorem (Dong, Roth, Su 2019, arXiv:1905.02383 §2),
 exactly when the per-canary channel is f_θ-DP — then any decoder and filter that read the views only (never
 the labels) are a randomised decoder of (P_θ, Q_θ); given the views, the errors are independent Bernoulli
 with the posterior error of each view, and releasing the r smallest posterior errors makes T stochastically
@@ -88,7 +89,7 @@ class GaussianNull:
 
 @dataclass(frozen=True, slots=True)
 class SubsampledGaussianNull:
-    """Null P = N(0, 1), Q = (1 − q) N(0, 1) + q N(μ, 1) with q known; θ = μ (Xiang et al. §6, "SGM")."""
+    """Null P = N(0, 1), Q = (1 − q) N(0, 1) + q N(μ, 1) with q known; θ = μ (the paper's "SGM" family)."""
 
     q: float
 
@@ -177,7 +178,7 @@ def _cut_quantiles(m: int, r: int) -> np.ndarray:
 
 
 def one_run_order_p_value(null: OrderNull, theta: float, m: int, guesses: int, errors: int) -> float:
-    """P[T ≤ errors] under the null θ (Xiang et al. 2025, Thm 2 / Eq. (1) of the authors' notes).  Bound: upper.
+    """P[T ≤ errors] under the null θ (Xiang et al. 2025, the order-statistics theorem; module doc).  Bound: upper.
 
     E_V[Bin_cdf(u; r, γ̄_θ(V))] with V ~ Beta(r + 1, m − r), evaluated as an upper Riemann sum on K = 4096
     equal-probability cells of V (the integrand decreases in V: each cell takes its left end, at most 1/K above
@@ -341,11 +342,12 @@ def epsilon_one_run_order(scores: ArrayLike, truth: ArrayLike, *, delta: float, 
                           guesses: ArrayLike | None = None, center: float | None = None) -> EpsilonLowerBound:
     """Order-statistics one-run ε lower bound, (ε, δ) form.  Bound: lower (canaries must not interact).
 
-    Xiang et al. 2025 (arXiv:2509.08704v1) Thm 2 with the (ε, δ) null (:class:`EpsDeltaNull`): guess "in" iff
-    score ≥ ``center`` (default: the median score), rank by |score − center|, release the r most confident for
-    each r of :func:`one_run_order_guess_grid` (or ``guesses``), and return the largest ε whose tight pair is
-    rejected at s / #grid, maximised over r. With probability ≥ 1 − s the mechanism is not (ε, δ)-DP for any
-    ε ≤ value, PROVIDED each canary's view is independent of the other canaries' bits (module doc).
+    Xiang et al. 2025 (arXiv:2509.08704v1), the order-statistics theorem (module doc), with the (ε, δ) null
+    (:class:`EpsDeltaNull`): guess "in" iff score ≥ ``center`` (default: the median score), rank by
+    |score − center|, release the r most confident for each r of :func:`one_run_order_guess_grid` (or ``guesses``), and
+    return the largest ε whose tight pair is rejected at s / #grid, maximised over r. With probability ≥ 1 − s the
+    mechanism is not (ε, δ)-DP for any ε ≤ value, PROVIDED each canary's view is independent of the other canaries'
+    bits (module doc).
 
     IMPORTANT: scores are oriented higher ⇒ member.
     """
@@ -361,10 +363,10 @@ def gdp_lower_bound_one_run_order(scores: ArrayLike, truth: ArrayLike, *, delta:
                                   center: float | None = None) -> GdpLowerBound:
     """Order-statistics one-run bound, μ-GDP form: a lower bound on the GDP μ.  Bound: gdp_mu_lower.
 
-    Xiang et al. 2025 (arXiv:2509.08704v1) Thm 2 with the Gaussian null (:class:`GaussianNull`); same decoder,
-    grid and union bound as :func:`epsilon_one_run_order`. With probability ≥ 1 − s the per-canary channel is
-    not μ-GDP for any μ ≤ ``mu_lower`` (canaries must not interact). IMPORTANT: NOT an (ε, δ) lower bound;
-    ``refuted_curve_epsilon`` is the ε at ``delta`` of the refuted GDP curve (as for
+    Xiang et al. 2025 (arXiv:2509.08704v1), the order-statistics theorem (module doc), with the Gaussian null
+    (:class:`GaussianNull`); same decoder, grid and union bound as :func:`epsilon_one_run_order`. With probability ≥
+    1 − s the per-canary channel is not μ-GDP for any μ ≤ ``mu_lower`` (canaries must not interact). IMPORTANT: NOT
+    an (ε, δ) lower bound; ``refuted_curve_epsilon`` is the ε at ``delta`` of the refuted GDP curve (as for
     :func:`.one_run.gdp_lower_bound_one_run`).
     """
     d = _delta(delta)
