@@ -357,8 +357,10 @@ def compare_one_run(scores, truth, spec: DPSGD, *, delta: float, significance: f
              OneRunStatisticResult("order", order, independent_canaries, ONE_RUN_INDEPENDENCE)]
     if gdp is not None:
         stats.append(OneRunStatisticResult("fdp_gdp", gdp, False, "a GDP-shaped mechanism (refutes a GDP curve)"))
-    cmp = MembershipComparison(lb, statistics.ceiling_one_run(m, delta=delta, significance=significance), curves,
-                               gdp_lower=gdp, one_run_statistics=tuple(stats))
+    ceiling = statistics.ceiling_one_run(m, delta=delta, significance=significance / k)
+    if independent_canaries:  # ε_lower may come from either statistic: the design's ceiling is the larger one
+        ceiling = max(ceiling, statistics.ceiling_one_run_order(m, delta=delta, significance=significance / k))
+    cmp = MembershipComparison(lb, ceiling, curves, gdp_lower=gdp, one_run_statistics=tuple(stats))
     e = curves.epsilon_best
     if e is not None:
         violated = lb.value > e + _TOL

@@ -57,9 +57,21 @@ from .gdp import _gdp_epsilon
 from .one_run import MAX_CANARIES, _count, _guesses
 from .results import EpsilonLowerBound, GdpLowerBound
 
-__all__ = ["ORDER_GUESS_FRACTIONS", "EpsDeltaNull", "GaussianNull", "OrderNull", "SubsampledGaussianNull",
-           "epsilon_one_run_order", "gdp_lower_bound_one_run_order", "one_run_order_guess_grid",
-           "one_run_order_p_value", "one_run_order_p_values", "one_run_order_theta_lower", "order_null_epsilon"]
+__all__ = [
+    "ORDER_GUESS_FRACTIONS",
+    "EpsDeltaNull",
+    "GaussianNull",
+    "OrderNull",
+    "SubsampledGaussianNull",
+    "ceiling_one_run_order",
+    "epsilon_one_run_order",
+    "gdp_lower_bound_one_run_order",
+    "one_run_order_guess_grid",
+    "one_run_order_p_value",
+    "one_run_order_p_values",
+    "one_run_order_theta_lower",
+    "order_null_epsilon",
+]
 
 ORDER_GUESS_FRACTIONS = (1.0, 0.5, 0.25, 0.1, 0.03)
 """Fractions r/m of released guesses tried by default (fixed before the audit; paid by s / #grid)."""
@@ -376,3 +388,16 @@ def gdp_lower_bound_one_run_order(scores: ArrayLike, truth: ArrayLike, *, delta:
                                                          center)
     return GdpLowerBound(mu, order_null_epsilon(GaussianNull(), mu, d), 1 - s, d, "one_run_order_gdp", strategy,
                          n_in, n_out, h, r, v)
+
+
+def ceiling_one_run_order(m: int, *, delta: float, significance: float = 0.05) -> float:
+    """The largest (ε, δ)-form order-statistics bound for m canaries: every released guess right at every r.
+
+    Bound: upper on :func:`epsilon_one_run_order` with the default grid (a perfect two-sided guesser: no error at
+    any r, the smallest possible p-value at every θ).
+    """
+    m = _count("m", m, 2, MAX_CANARIES)
+    truth = np.arange(m) % 2 == 0
+    return epsilon_one_run_order(np.where(truth, 1.0 + np.arange(m), -1.0 - np.arange(m)), truth, delta=delta,
+                                 significance=significance).value
+

@@ -177,7 +177,10 @@ def test_eps_delta_form_on_randomized_response_ties():
 def test_perfect_guesser_reaches_large_bounds_and_bad_input_is_named():
     x = np.concatenate([np.arange(100.0, 200.0), np.arange(0.0, 100.0)])
     y = np.concatenate([np.ones(100, bool), np.zeros(100, bool)])
-    assert st.epsilon_one_run_order(x, y, delta=1e-5).value > 2.5
+    perfect = st.epsilon_one_run_order(x, y, delta=1e-5).value
+    assert 2.5 < perfect <= st.ceiling_one_run_order(200, delta=1e-5) + 1e-9
+    noisy = st.epsilon_one_run_order(x + np.random.default_rng(8).normal(0, 60, 200), y, delta=1e-5).value
+    assert noisy <= perfect
     with pytest.raises(InputError, match="center"):
         st.epsilon_one_run_order(x, y, delta=1e-5, center=float("nan"))
     with pytest.raises(InputError, match="q must be in"):
@@ -262,3 +265,5 @@ def test_compare_one_run_pays_for_the_max_over_statistics():
     assert alone.epsilon_lower.method == "one_run" and alone.epsilon_lower.confidence == pytest.approx(0.95)
     assert order.value <= alone.one_run_statistics[1].result.value  # paying s/2 can only lower it
     assert [x.in_epsilon_lower for x in both.one_run_statistics] == [True, True, False]
+    assert both.epsilon_lower.value <= both.ceiling == pytest.approx(st.ceiling_one_run_order(2000, delta=1e-5,
+                                                                                              significance=0.025))
