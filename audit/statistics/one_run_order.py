@@ -182,17 +182,18 @@ def _mean_error(null: OrderNull, theta: float, v: np.ndarray) -> np.ndarray:
 
 
 @functools.lru_cache(maxsize=64)
-def _cut_quantiles(m: int, r: int) -> np.ndarray:
-    """Left ends v_k = F⁻¹(k/K), k = 1..K−1, of the cells of V ~ Beta(r + 1, m − r) (k = 0 is v = 0)."""
-    t = np.arange(1, _CELLS) / _CELLS
+def _cut_quantiles(m: int, r: int, cells: int = _CELLS) -> np.ndarray:
+    """Left ends v_k = F⁻¹(k/K), k = 1..K−1, of the K cells of V ~ Beta(r + 1, m − r) (k = 0 is v = 0)."""
+    t = np.arange(1, cells) / cells
     v = scipy.stats.beta.ppf(t, r + 1, m - r)
     return np.maximum.accumulate(np.clip(v, 1e-300, 1.0))
 
 
-def one_run_order_p_value(null: OrderNull, theta: float, m: int, guesses: int, errors: int) -> float:
+def one_run_order_p_value(null: OrderNull, theta: float, m: int, guesses: int, errors: int, *,
+                          cells: int = _CELLS) -> float:
     """P[T ≤ errors] under the null θ (Xiang et al. 2025, the order-statistics theorem; module doc).  Bound: upper.
 
-    E_V[Bin_cdf(u; r, γ̄_θ(V))] with V ~ Beta(r + 1, m − r), evaluated as an upper Riemann sum on K = 4096
+    E_V[Bin_cdf(u; r, γ̄_θ(V))] with V ~ Beta(r + 1, m − r), evaluated as an upper Riemann sum on K = ``cells``
     equal-probability cells of V (the integrand decreases in V: each cell takes its left end, at most 1/K above
     the integral) with γ̄ rounded down (:func:`_mean_error`). r = m: Bin_cdf(u; m, G_θ(1)).
 
@@ -202,10 +203,12 @@ def one_run_order_p_value(null: OrderNull, theta: float, m: int, guesses: int, e
         m: canaries, an integer in [1, MAX_CANARIES].
         guesses: r ∈ [1, m] released guesses.
         errors: u ∈ [0, r] wrong released guesses.
+        cells: K, an integer in [2, 2^20] (p-values below 1/K are not resolved).
     """
     m = _count("m", m, 1, MAX_CANARIES)
     r = _count("guesses", guesses, 1, m)
     u = _count("errors", errors, 0, r)
+    cells = _count("cells", cells, 2, 2 ** 20)
     if isinstance(theta, bool) or not isinstance(theta, (int, float, np.floating)) or not theta >= 0:
         raise InputError(f"theta must be a number ≥ 0; got {theta!r}")
     if u >= r:
@@ -213,9 +216,9 @@ def one_run_order_p_value(null: OrderNull, theta: float, m: int, guesses: int, e
     if r == m:
         e_opt = float(_mean_error(null, float(theta), np.ones(1))[0])
         return float(min(1.0, scipy.stats.binom.cdf(u, m, e_opt)))
-    v = _cut_quantiles(m, r)
+    v = _cut_quantiles(m, r, int(cells))
     h = scipy.special.bdtr(u, r, _mean_error(null, float(theta), v))  # Bin_cdf(u; r, ·), vectorised
-    return float(min(1.0, (1.0 + float(np.sum(h))) / _CELLS))
+    return float(min(1.0, (1.0 + float(np.sum(h))) / int(cells)))
 
 
 def one_run_order_p_values(null: OrderNull, theta: float, m: int, guesses: int) -> np.ndarray:
@@ -249,9 +252,11 @@ def one_run_order_theta_lower(null: OrderNull, m: int, guesses: int, errors: int
     1e-6 (1 + θ); returns the rejected end, so the rounding is downward.
     """
     s = _significance(significance)
+    # the Riemann sum is at least 1/K and at most 1/K high: K ≥ 16/s keeps both below s/16 (K ≤ 2^20)
+    cells = int(min(2 ** 20, max(_CELLS, 2 ** math.ceil(math.log2(16.0 / s)))))
 
     def reject(t: float) -> bool:
-        return one_run_order_p_value(null, t, m, guesses, errors) < s
+        return one_run_order_p_value(null, t, m, guesses, errors, cells=cells) < s
 
     if rejected <= 0 and not reject(0.0):
         return 0.0

@@ -267,3 +267,14 @@ def test_compare_one_run_pays_for_the_max_over_statistics():
     assert [x.in_epsilon_lower for x in both.one_run_statistics] == [True, True, False]
     assert both.epsilon_lower.value <= both.ceiling == pytest.approx(st.ceiling_one_run_order(2000, delta=1e-5,
                                                                                               significance=0.025))
+
+
+def test_small_significance_is_resolved():
+    """Regression: with K = 4096 cells the p-value never fell below 1/4096, so a level s/#grid under 2.4e-4
+    (e.g. s = 0.001 over 5 guess counts) certified nothing below r = m whatever the scores; K now grows to at
+    least 16/s. Before the fix the first assertion gave 0."""
+    x = np.concatenate([np.arange(1000.0, 2000.0), -np.arange(1000.0, 2000.0)])
+    y = np.concatenate([np.ones(1000, bool), np.zeros(1000, bool)])
+    assert st.epsilon_one_run_order(x, y, delta=1e-5, significance=2e-4, guesses=[500]).value > 3.0
+    assert st.one_run_order_p_value(EpsDeltaNull(1e-5), 0.5, 2000, 500, 0) == pytest.approx(1 / 4096, rel=1e-6)
+    assert st.one_run_order_p_value(EpsDeltaNull(1e-5), 0.5, 2000, 500, 0, cells=2 ** 16) < 1e-4
