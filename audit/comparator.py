@@ -246,7 +246,7 @@ class OneRunStatisticResult:
 
     Attributes:
         name: "steinke" (Steinke et al. 2023), "order" (Xiang et al. 2025, (ε, δ) form), "fdp_gdp"
-            (Mahloujifar et al. 2024) or "order_gdp" (Xiang et al., μ-GDP form).
+            (Mahloujifar et al. 2024) or "order_gdp" (Xiang et al., μ-GDP form); the two GDP ones bound μ.
         result: its bound (an ε lower bound, or a GDP μ lower bound that never enters ε_lower).
         in_epsilon_lower: whether it entered the audit's ε_lower (the max over the entered ones).
         assumption: what its soundness assumes beyond the one-run game ("" for nothing).
@@ -357,6 +357,9 @@ def compare_one_run(scores, truth, spec: DPSGD, *, delta: float, significance: f
              OneRunStatisticResult("order", order, independent_canaries, ONE_RUN_INDEPENDENCE)]
     if gdp is not None:
         stats.append(OneRunStatisticResult("fdp_gdp", gdp, False, "a GDP-shaped mechanism (refutes a GDP curve)"))
+        order_gdp = statistics.gdp_lower_bound_one_run_order(scores, truth, delta=delta, significance=significance)
+        stats.append(OneRunStatisticResult("order_gdp", order_gdp, False,
+                                           f"{ONE_RUN_INDEPENDENCE}; a GDP-shaped mechanism (refutes a GDP curve)"))
     ceiling = statistics.ceiling_one_run(m, delta=delta, significance=significance / k)
     if independent_canaries:  # ε_lower may come from either statistic: the design's ceiling is the larger one
         ceiling = max(ceiling, statistics.ceiling_one_run_order(m, delta=delta, significance=significance / k))

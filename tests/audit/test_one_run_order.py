@@ -235,8 +235,9 @@ def test_one_run_statistics_reach_result_json_and_the_report(tmp_path):
     r = audit_scores({"member": member.astype(int), "score": sc}, acc.DPSGD(2.0, acc.Poisson(0.5), 1), delta=1e-5,
                      design="one-run", out=tmp_path)
     stats = r["audits"][0]["one_run_statistics"]
-    assert [x["name"] for x in stats] == ["steinke", "order", "fdp_gdp"]
-    assert [x["in_epsilon_lower"] for x in stats] == [True, False, False]  # the order one's assumption is not vouched
+    assert [x["name"] for x in stats] == ["steinke", "order", "fdp_gdp", "order_gdp"]
+    assert [x["in_epsilon_lower"] for x in stats] == [True, False, False, False]  # order: independence not vouched
+    assert [x["bound"] for x in stats] == ["lower", "lower", "gdp_mu_lower", "gdp_mu_lower"]
     assert stats[0]["value"] == r["audits"][0]["epsilon_lower"]["value"]
     back = model.load_result(tmp_path).audits[0].one_run_statistics
     assert [model.to_dict(x) for x in back] == stats
@@ -264,7 +265,7 @@ def test_compare_one_run_pays_for_the_max_over_statistics():
     assert both.epsilon_lower is max((st_, order), key=lambda b: b.value) and both.epsilon_lower is order
     assert alone.epsilon_lower.method == "one_run" and alone.epsilon_lower.confidence == pytest.approx(0.95)
     assert order.value <= alone.one_run_statistics[1].result.value  # paying s/2 can only lower it
-    assert [x.in_epsilon_lower for x in both.one_run_statistics] == [True, True, False]
+    assert [x.in_epsilon_lower for x in both.one_run_statistics] == [True, True, False, False]
     assert both.epsilon_lower.value <= both.ceiling == pytest.approx(st.ceiling_one_run_order(2000, delta=1e-5,
                                                                                               significance=0.025))
 
