@@ -48,6 +48,7 @@ from .statistics import EmpiricalTradeOff, EpsilonLowerBound, GdpEstimate, GdpLo
 __all__ = [
     "Curves",
     "MembershipComparison",
+    "OneRunStatisticResult",
     "ReconstructionComparison",
     "Violation",
     "analytical_curves",
@@ -235,6 +236,28 @@ def violation_test(points: EmpiricalTradeOff, curve: TradeOff, *, against: str |
                      float(curve(torch.tensor(float(a_hi[i] if first else b_hi[i])))))
 
 
+ONE_RUN_INDEPENDENCE = "canaries do not interact (each canary's view independent of the others' bits)"
+"""The assumption of the order-statistics one-run bound (:mod:`audit.statistics.one_run_order`)."""
+
+
+@dataclass(frozen=True)
+class OneRunStatisticResult:
+    """One one-run statistic's result, as the report lists it (which statistic certified what).
+
+    Attributes:
+        name: "steinke" (Steinke et al. 2023), "order" (Xiang et al. 2025, (ε, δ) form), "fdp_gdp"
+            (Mahloujifar et al. 2024) or "order_gdp" (Xiang et al., μ-GDP form); the two GDP ones bound μ.
+        result: its bound (an ε lower bound, or a GDP μ lower bound that never enters ε_lower).
+        in_epsilon_lower: whether it entered the audit's ε_lower (the max over the entered ones).
+        assumption: what its soundness assumes beyond the one-run game ("" for nothing).
+    """
+
+    name: str
+    result: EpsilonLowerBound | GdpLowerBound
+    in_epsilon_lower: bool
+    assumption: str = ""
+
+
 @dataclass
 class MembershipComparison:
     """Everything the report says about one membership audit (multi-run or one-run).
@@ -253,6 +276,7 @@ class MembershipComparison:
     delta_theory_empirical_estimate: float | None = None
     delta_empirical_theory_estimate: float | None = None
     gdp_lower: GdpLowerBound | None = None  # one-run f-DP audit: a lower bound on the GDP μ, never an ε_lower
+    one_run_statistics: tuple[OneRunStatisticResult, ...] = ()  # one-run: every statistic, which certified what
 
     @property
     def violated(self) -> bool:
@@ -307,21 +331,39 @@ def compare_membership(in_scores, out_scores, spec: DPSGD, *, delta: float, sign
 
 
 def compare_one_run(scores, truth, spec: DPSGD, *, delta: float, significance: float = 0.05,
-                    curves: Curves | None = None) -> MembershipComparison:
+                    curves: Curves | None = None, independent_canaries: bool = False) -> MembershipComparison:
     """One-run audit (m canaries, one training run each): Steinke et al. bound, f-DP GDP bound, and the ε test.
 
     The violation test here is ε_lower > ε_tight (a sound lower bound above a sound upper bound);
     confidence boxes do not apply to the canaries of one run. The f-DP result
     (:func:`audit.statistics.gdp_lower_bound_one_run`) bounds the GDP μ; it is kept as ``gdp_lower``
     and never enters ε_lower or a violation test.
+
+    With ``independent_canaries`` (the caller vouches that the canaries do not interact, e.g. white-box Dirac
+    gradient canaries on distinct quiet coordinates under Poisson sampling), Xiang et al.'s order-statistics
+    bound (:func:`audit.statistics.epsilon_one_run_order`) enters too: ε_lower is the larger of Steinke's and
+    it, each computed at s / 2 (the union bound for taking the max). Without it the order statistic is still
+    listed in ``one_run_statistics`` at s, marked as outside ε_lower (its assumption is not vouched for).
     """
     curves = analytical_curves(spec, delta) if curves is None else curves
-    lb = statistics.epsilon_one_run(scores, truth, delta=delta, significance=significance)
+    k = 2 if independent_canaries else 1
+    steinke = statistics.epsilon_one_run(scores, truth, delta=delta, significance=significance / k)
+    order = statistics.epsilon_one_run_order(scores, truth, delta=delta, significance=significance / k)
+    lb = max((steinke, order), key=lambda b: b.value) if independent_canaries else steinke
     gdp = statistics.gdp_lower_bound_one_run(scores, truth, delta=delta, significance=significance) if delta > 0 \
         else None
     m = lb.n_in + lb.n_out
-    cmp = MembershipComparison(lb, statistics.ceiling_one_run(m, delta=delta, significance=significance), curves,
-                               gdp_lower=gdp)
+    stats = [OneRunStatisticResult("steinke", steinke, True),
+             OneRunStatisticResult("order", order, independent_canaries, ONE_RUN_INDEPENDENCE)]
+    if gdp is not None:
+        stats.append(OneRunStatisticResult("fdp_gdp", gdp, False, "a GDP-shaped mechanism (refutes a GDP curve)"))
+        order_gdp = statistics.gdp_lower_bound_one_run_order(scores, truth, delta=delta, significance=significance)
+        stats.append(OneRunStatisticResult("order_gdp", order_gdp, False,
+                                           f"{ONE_RUN_INDEPENDENCE}; a GDP-shaped mechanism (refutes a GDP curve)"))
+    ceiling = statistics.ceiling_one_run(m, delta=delta, significance=significance / k)
+    if independent_canaries:  # ε_lower may come from either statistic: the design's ceiling is the larger one
+        ceiling = max(ceiling, statistics.ceiling_one_run_order(m, delta=delta, significance=significance / k))
+    cmp = MembershipComparison(lb, ceiling, curves, gdp_lower=gdp, one_run_statistics=tuple(stats))
     e = curves.epsilon_best
     if e is not None:
         violated = lb.value > e + _TOL

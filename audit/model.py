@@ -291,6 +291,37 @@ class ClaimCheck:
 
 
 @dataclass(frozen=True)
+class OneRunStatistic:
+    """One statistic of a one-run audit: which statistic certified what.
+
+    Attributes:
+        name: "steinke" (Steinke et al. 2023), "order" (Xiang et al. 2025, (ε, δ) form), "fdp_gdp"
+            (Mahloujifar et al. 2024, a GDP μ bound) or "order_gdp" (Xiang et al., μ-GDP form, a GDP μ bound).
+        bound: "lower" (an ε lower bound) or "gdp_mu_lower" (a lower bound on the GDP μ, never an ε_lower).
+        value: the bound (ε for "lower", μ for "gdp_mu_lower").
+        epsilon: ε at δ: the bound itself, or the ε of the refuted GDP curve.
+        confidence: the confidence this statistic holds at on its own (after any split of the significance).
+        guesses, correct: the released guesses that attained it.
+        in_epsilon_lower: whether it entered the audit's ε_lower (the max over the entered statistics).
+        assumption: what its soundness assumes beyond the one-run game ("" for nothing).
+        epsilon_certifiable: the median ε this statistic certifies for the optimal attack on the accountant's
+            curve with the same canaries, δ and confidence (:func:`audit.tightness.certifiable_one_run_replicates`);
+            None when not computed.
+    """
+
+    name: str
+    bound: str
+    value: float
+    epsilon: float
+    confidence: float
+    in_epsilon_lower: bool
+    guesses: int | None = None
+    correct: int | None = None
+    assumption: str = ""
+    epsilon_certifiable: float | None = None
+
+
+@dataclass(frozen=True)
 class Runtime:
     """Seconds spent playing the game and in total (game + comparison)."""
 
@@ -311,6 +342,7 @@ class AuditResult:
     kinds (``certifiable_curve``: the accountant curve the optimal attack was simulated on;
     ``certifiable_range``: the replicates' range). ``gdp_estimate`` and the Δ's are estimates.
     ``gdp_lower_one_run`` (one-run game) bounds the GDP μ, never ε: it is not an ε_lower.
+    ``one_run_statistics`` (one-run game) lists every one-run statistic: which certified what.
     ``score`` is the outcome's primary score
     (:attr:`attacks.games.AttackOutcome.primary_score`).
     """
@@ -345,6 +377,7 @@ class AuditResult:
     tightness_rdp: float | None = None
     gdp_estimate: GdpEstimate | None = None
     gdp_lower_one_run: GdpLowerBound | None = None
+    one_run_statistics: tuple[OneRunStatistic, ...] = ()
     delta_theory_empirical_estimate: float | None = None
     delta_empirical_theory_estimate: float | None = None
     points: ConfidenceBoxes | None = None

@@ -306,11 +306,42 @@ def audit_variant(v: dict[str, Any], run_dir: Path, *, progress: bool = False,
             histogram=_histogram(name, sc[truth].numpy(), sc[~truth].numpy(), ("canary in", "canary out")),
         )
         res.update(_certifiable(cmp.epsilon_lower, curves, aud, out.design))
+        if out.design is games.Design.ONE_RUN:
+            res["one_run_statistics"] = one_run_statistics(cmp, curves, res.get("epsilon_certifiable"))
         if claim is not None:
             chk = _check_claim(cmp, curves, claim, sc, truth, out.design, aud, spec)
             res["claim"] = model.ClaimCheck(**{**chk, "reasons": tuple(chk["reasons"])})
     res["runtime_s"] = model.Runtime(round(t_game, 2), round(time.perf_counter() - t0, 2))
     return model.AuditResult(**res)
+
+
+def one_run_statistics(cmp: comparator.MembershipComparison, curves: comparator.Curves | None,
+                       lower_certifiable: float | None = None) -> tuple[model.OneRunStatistic, ...]:
+    """Every one-run statistic of ``cmp`` (which certified what), with its own ε_certifiable.
+
+    ε_certifiable of an ε statistic is the median of :func:`audit.tightness.certifiable_one_run_replicates`
+    on the accountant's tightest curve (PLD, else RDP) at that statistic's own confidence; the one behind
+    ε_lower reuses ``lower_certifiable`` (already computed with the same seed). None without a curve
+    (``curves`` None: not computed) and for GDP μ bounds.
+    """
+    curve = None if curves is None else (curves.tight if curves.tight is not None else curves.rdp)
+    out = []
+    for x in cmp.one_run_statistics:
+        b = x.result
+        if isinstance(b, statistics.GdpLowerBound):
+            out.append(model.OneRunStatistic(x.name, b.bound, b.mu_lower, b.refuted_curve_epsilon, b.confidence,
+                                             x.in_epsilon_lower, b.guesses, b.correct, x.assumption))
+            continue
+        ec = None
+        if b is cmp.epsilon_lower and lower_certifiable is not None:
+            ec = lower_certifiable
+        elif curve is not None and b.n_in and b.n_out and x.name in tightness.ONE_RUN_STATISTICS:
+            reps = tightness.certifiable_one_run_replicates(curve, b.n_in + b.n_out, delta=b.delta,
+                                                            significance=1 - b.confidence, statistic=x.name)
+            ec = float(np.median(reps))
+        out.append(model.OneRunStatistic(x.name, b.bound, b.value, b.value, b.confidence, x.in_epsilon_lower,
+                                         b.guesses, b.correct, x.assumption, ec))
+    return tuple(out)
 
 
 def _certifiable(lb: statistics.EpsilonLowerBound, curves: comparator.Curves, aud: dict[str, Any],
@@ -320,8 +351,10 @@ def _certifiable(lb: statistics.EpsilonLowerBound, curves: comparator.Curves, au
     if design not in (games.Design.MULTI_RUN, games.Design.ONE_RUN) or curve is None or not lb.n_in or not lb.n_out:
         return {"epsilon_certifiable": None, "certifiable_ratio": None, "certifiable_curve": None}
     if design is games.Design.ONE_RUN:  # m canaries in one run: the same guesses statistic on canonical scores
+        sig = aud["significance"] if lb.confidence == 1 - aud["significance"] else 1 - lb.confidence  # a split s
         reps = tightness.certifiable_one_run_replicates(curve, lb.n_in + lb.n_out, delta=aud["delta"],
-                                                        significance=aud["significance"])
+                                                        significance=sig, statistic=(
+                                                            "order" if lb.method == "one_run_order" else "steinke"))
     else:
         reps = tightness.certifiable_replicates(curve, lb.n_in, lb.n_out, delta=aud["delta"],
                                                 significance=aud["significance"],

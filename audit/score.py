@@ -246,6 +246,7 @@ def audit_scores_run(data: Any, spec: DPSGD, *, delta: float, significance: floa
         roc=model.Roc(tuple(cmp.points.roc_fpr.tolist()), tuple(cmp.points.roc_tpr.tolist())) if cmp.points else None,
         histogram=runs._histogram("user", sc[member].numpy(), sc[~member].numpy(), ("canary in", "canary out")),
         runtime_s=model.Runtime(0.0, round(time.perf_counter() - t0, 2)),
+        one_run_statistics=runs.one_run_statistics(cmp, None) if design != "multi-run" else (),
     )
     if claim_epsilon is not None:
         chk = _claim(cmp, member, score, spec, float(claim_epsilon), delta, s, design)

@@ -50,7 +50,8 @@ from accountants.tradeoff import TradeOff
 from . import statistics
 from .statistics import ThresholdStrategy
 
-__all__ = ["canonical_scores", "certifiable_epsilon_on_curve", "certifiable_one_run_replicates", "certifiable_ratio",
+__all__ = ["ONE_RUN_STATISTICS", "canonical_llr", "canonical_scores", "certifiable_epsilon_on_curve",
+           "certifiable_one_run_replicates", "certifiable_ratio",
            "certifiable_replicates"]
 
 
@@ -100,8 +101,33 @@ def certifiable_replicates(curve: TradeOff, n_in: int, n_out: int, *, delta: flo
     return np.sort(np.asarray(out, dtype=np.float64))
 
 
+ONE_RUN_STATISTICS = ("steinke", "order")
+"""One-run ε statistics :func:`certifiable_one_run_replicates` can replay: Steinke et al. 2023
+(:func:`audit.statistics.epsilon_one_run`) and Xiang et al. 2025's (ε, δ) form
+(:func:`audit.statistics.epsilon_one_run_order`)."""
+
+
+def canonical_llr(curve: TradeOff, scores: np.ndarray, *,
+                  _table: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
+    """Log likelihood ratio log(dQ/dP) of canonical-pair scores (module doc): log(−f′(1 − x)), clipped to ±1e6.
+
+    The in-score's CDF is P[Y ≤ x] = f(1 − x), so its density is −f′(1 − x) against the uniform out-score;
+    f′ is the chord slope of the tabulated curve (constant on each cell: tied ratios there). A flat f (slope 0)
+    gives −∞ (only out-scores land there), a vertical one +∞; both are clipped to finite confidences.
+    """
+    vs, inv = _quantile_function(curve) if _table is None else _table
+    a, f = inv[::-1], vs[::-1]  # α increasing, f(α) non-increasing
+    keep = np.concatenate([[True], np.diff(a) > 0])
+    a, f = a[keep], f[keep]
+    slope = np.diff(f) / np.diff(a)  # ≤ 0 on each cell [a_j, a_{j+1}]
+    j = np.clip(np.searchsorted(a, 1.0 - np.asarray(scores, dtype=np.float64), side="right") - 1, 0, slope.size - 1)
+    with np.errstate(divide="ignore"):
+        llr = np.log(np.maximum(-slope[j], 0.0))
+    return np.clip(llr, -1e6, 1e6)
+
+
 def certifiable_one_run_replicates(curve: TradeOff, m: int, *, delta: float, significance: float = 0.05,
-                                   replicates: int = 21, seed: int = 0) -> np.ndarray:
+                                   replicates: int = 21, seed: int = 0, statistic: str = "steinke") -> np.ndarray:
     """ε lower bounds of ``replicates`` seeded optimal one-run audits of m canaries on ``curve`` (sorted).
 
     One-run design (Steinke, Nasr, Jagielski 2023, Alg. 1): each of the m canaries is in with
@@ -109,12 +135,18 @@ def certifiable_one_run_replicates(curve: TradeOff, m: int, *, delta: float, sig
     per-canary curve is f, when the canaries do not interact (Dirac gradient canaries on distinct
     quiet coordinates under Poisson sampling: each canary's view is an independent copy of the
     dominating pair), scores each canary by its canonical pair's score (module doc); each replicate
-    draws the memberships, then the scores, and runs :func:`audit.statistics.epsilon_one_run`.
-    For canaries that interact (input canaries, fixed-size batches) this is still the benchmark of
-    "independent copies of the accountant's pair", not a property of that design. Bound: none.
+    draws the memberships, then the scores, and runs the ``statistic`` (:data:`ONE_RUN_STATISTICS`):
+    "steinke" runs :func:`audit.statistics.epsilon_one_run` on the scores; "order" runs
+    :func:`audit.statistics.epsilon_one_run_order` on their log likelihood ratios (:func:`canonical_llr`,
+    centre 0: the optimal two-sided decoder of Xiang et al. 2025). For canaries that interact (input
+    canaries, fixed-size batches) this is still the benchmark of "independent copies of the accountant's
+    pair", not a property of that design. The same seed draws the same memberships and scores for every
+    statistic. Bound: none.
     """
     check.integer(2, None, m=m)
     check.integer(1, None, replicates=replicates)
+    if statistic not in ONE_RUN_STATISTICS:
+        raise InputError(f"statistic must be one of {list(ONE_RUN_STATISTICS)}; got {statistic!r}")
     rng = np.random.default_rng(seed)
     table = _quantile_function(curve)
     out = []
@@ -124,7 +156,12 @@ def certifiable_one_run_replicates(curve: TradeOff, m: int, *, delta: float, sig
         xin, xout = canonical_scores(curve, max(n_in, 1), max(int(m) - n_in, 1), rng=rng, _table=table)
         scores = np.empty(int(m))
         scores[truth], scores[~truth] = xin[:n_in], xout[: int(m) - n_in]
-        out.append(statistics.epsilon_one_run(scores, truth, delta=delta, significance=significance).value)
+        if statistic == "order":
+            b = statistics.epsilon_one_run_order(canonical_llr(curve, scores, _table=table), truth, delta=delta,
+                                                 significance=significance, center=0.0)
+        else:
+            b = statistics.epsilon_one_run(scores, truth, delta=delta, significance=significance)
+        out.append(b.value)
     return np.sort(np.asarray(out, dtype=np.float64))
 
 

@@ -25,6 +25,9 @@ One-run design (m canaries in one training run): :func:`epsilon_one_run` (Steink
 Jagielski 2023), an (ε, δ) lower bound, and :func:`gdp_lower_bound_one_run` (Mahloujifar, Melis,
 Chaudhuri 2024), a lower bound on the GDP μ returned as :class:`GdpLowerBound` (NOT an (ε, δ)
 lower bound; ``epsilon_one_run_fdp`` is its deprecated name). Tied scores are guessed together.
+:mod:`.one_run_order` adds Xiang et al.'s (2025) order-statistics bound in its (ε, δ) form
+(:func:`epsilon_one_run_order`) and μ-GDP form (:func:`gdp_lower_bound_one_run_order`); it assumes
+canaries that do not interact (independent per-canary views).
 Multi-run intervals must not be applied to one-run scores (the canaries of one run are not
 independent trials of the mechanism).
 
@@ -61,22 +64,43 @@ from .one_run import (
     one_run_guess_grid,
     one_run_p_value,
 )
+from .one_run_order import (
+    ORDER_GUESS_FRACTIONS,
+    EpsDeltaNull,
+    GaussianNull,
+    OrderNull,
+    SubsampledGaussianNull,
+    ceiling_one_run_order,
+    epsilon_one_run_order,
+    gdp_lower_bound_one_run_order,
+    one_run_order_guess_grid,
+    one_run_order_p_value,
+    one_run_order_p_values,
+    one_run_order_theta_lower,
+    order_null_epsilon,
+)
 from .results import EmpiricalTradeOff, EpsilonLowerBound, GdpEstimate, GdpLowerBound
 from .strategies import STRATEGIES, Bonferroni, Explicit, MultiSplit, Split, ThresholdStrategy, strategy_name  # noqa: F401
 
 __all__ = [
     "MAX_CANARIES",
+    "ORDER_GUESS_FRACTIONS",
     "Bonferroni",
     "EmpiricalTradeOff",
+    "EpsDeltaNull",
     "EpsilonLowerBound",
     "Explicit",
+    "GaussianNull",
     "GdpEstimate",
     "GdpLowerBound",
     "MultiSplit",
+    "OrderNull",
     "Split",
+    "SubsampledGaussianNull",
     "ThresholdStrategy",
     "ceiling",
     "ceiling_one_run",
+    "ceiling_one_run_order",
     "certifiable_epsilon",
     "clopper_pearson",
     "clopper_pearson_upper",
@@ -85,12 +109,19 @@ __all__ = [
     "epsilon_lower_bound",
     "epsilon_one_run",
     "epsilon_one_run_fdp",
+    "epsilon_one_run_order",
     "gdp_estimate",
     "gdp_lower_bound_one_run",
+    "gdp_lower_bound_one_run_order",
     "gdp_mu_for",
     "jeffreys",
     "jeffreys_upper",
     "one_run_guess_grid",
+    "one_run_order_guess_grid",
+    "one_run_order_p_value",
+    "one_run_order_p_values",
+    "one_run_order_theta_lower",
     "one_run_p_value",
+    "order_null_epsilon",
 ]
 
