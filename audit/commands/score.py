@@ -19,6 +19,7 @@ import accountants as acc
 from .. import report
 from .. import score as score_mod
 from .account import spec_from_args
+from .check import check_output_file
 
 JSON_FORMAT = "dpaudit.score/1"
 
@@ -73,12 +74,15 @@ def _junit(result: dict[str, Any], path: str) -> None:
 def run(args: argparse.Namespace) -> int:
     args.method = "rdp"
     spec: acc.DPSGD = spec_from_args(args)
-    run_result, nonfinite = score_mod.audit_scores_run(args.scores, spec, delta=args.delta,
+    if args.junit:  # output paths are checked before the audit, as `check` does (exit 2, nothing written)
+        check_output_file(args.junit, "--junit")
+    if args.out is not None:
+        score_mod.check_out_folder(args.out)
+    run_result, _ = score_mod.audit_scores_run(args.scores, spec, delta=args.delta,
                                                        significance=args.significance, design=args.design,
                                                        claim_epsilon=args.epsilon, out=args.out)
     result = run_result.to_json()
     a = result["audits"][0]
-    a["nonfinite"] = nonfinite
     failed = result["violation"] or (result["claim"] is not None and not result["claim"]["holds"])
     if args.junit:
         _junit(result, args.junit)
