@@ -56,7 +56,14 @@ from . import comparator
 __all__ = ["DESIGNS", "audit_name", "audit_scores", "audit_scores_run", "audit_trainer", "check_out_folder",
            "map_nonfinite", "read_scores"]
 
-DESIGNS = ("multi-run", "one-run")
+DESIGNS = ("multi_run", "one_run")  # canonical (result.json's "design"); '-' and '_' are the same
+
+
+def parse_design(value: Any, *, key: str = "design") -> str:
+    """The canonical design for any spelling (``multi-run``, ``multi_run``, ``one-run``, ...)."""
+    from .config import parse_choice
+
+    return parse_choice(value, DESIGNS, key=key)
 _TRUE, _FALSE = {"1", "true", "t", "yes"}, {"0", "false", "f", "no"}
 
 
@@ -260,7 +267,7 @@ def _arrays(data: Any) -> tuple[np.ndarray, np.ndarray, str]:
     raise InputTypeError("scores must be a path to a .csv/.jsonl file or a mapping with 'member' and 'score'")
 
 
-def audit_scores(data: Any, spec: DPSGD, *, delta: float, significance: float = 0.05, design: str = "multi-run",
+def audit_scores(data: Any, spec: DPSGD, *, delta: float, significance: float = 0.05, design: str = "multi_run",
                  claim_epsilon: float | None = None, out: str | Path | None = None,
                  name: str | None = None) -> dict[str, Any]:
     """The JSON form (``dpaudit.result/2``, ``result.json``'s object, read back by
@@ -270,7 +277,7 @@ def audit_scores(data: Any, spec: DPSGD, *, delta: float, significance: float = 
     return run.to_json()
 
 
-def audit_scores_run(data: Any, spec: DPSGD, *, delta: float, significance: float = 0.05, design: str = "multi-run",
+def audit_scores_run(data: Any, spec: DPSGD, *, delta: float, significance: float = 0.05, design: str = "multi_run",
                      claim_epsilon: float | None = None, out: str | Path | None = None,
                      name: str | None = None) -> tuple[Any, dict[str, Any] | None]:
     """Audit membership scores against the claimed ``spec``; returns (:class:`audit.model.RunResult`, the
@@ -281,8 +288,8 @@ def audit_scores_run(data: Any, spec: DPSGD, *, delta: float, significance: floa
         spec: the claimed DP-SGD description (its accountant bounds and curves are the claim).
         delta: δ of every ε.
         significance: s; ε_lower and the violation test hold at 1 − s.
-        design: "multi-run" (one row per independent training run; Clopper–Pearson boxes, the
-            box-below-curve violation test) or "one-run" (rows are the canaries of one run;
+        design: "multi_run" (one row per independent training run; Clopper–Pearson boxes, the
+            box-below-curve violation test) or "one_run" (rows are the canaries of one run;
             Steinke et al. 2023 bound, violation when ε_lower exceeds the accountant's ε).
         claim_epsilon: also decide the claim (ε, δ) as ``dpaudit check`` does (None: no claim).
         out: write result.json, report.md, report.html and figures/ there.
@@ -298,8 +305,7 @@ def audit_scores_run(data: Any, spec: DPSGD, *, delta: float, significance: floa
     from . import model, runs
 
     t0 = time.perf_counter()
-    if design not in DESIGNS:
-        raise InputError(f"design must be one of {list(DESIGNS)}; got {design!r}")
+    design = parse_design(design)
     if not isinstance(spec, DPSGD):
         raise InputTypeError(f"spec must be an accountants.DPSGD; got {type(spec).__name__}")
     if out is not None:
@@ -311,7 +317,7 @@ def audit_scores_run(data: Any, spec: DPSGD, *, delta: float, significance: floa
                          f"{int(member.sum())} members of {member.size}")
     s = float(significance)
     curves = comparator.analytical_curves(spec, delta)
-    if design == "multi-run":
+    if design == "multi_run":
         cmp = comparator.compare_membership(score[member], score[~member], spec, delta=delta, significance=s,
                                             curves=curves)
     else:
@@ -320,7 +326,7 @@ def audit_scores_run(data: Any, spec: DPSGD, *, delta: float, significance: floa
     f = runs._finite
     sc = torch.as_tensor(score)
     fields: dict[str, Any] = dict(
-        name=model.check_name(name or audit_name(label)), design=design.replace("-", "_"),
+        name=model.check_name(name or audit_name(label)), design=design,
         threat_model="user", score="user", canary="user", fault="none", spec=spec, significance=s, delta=delta,
         seed=0, trials=int(member.size), epsilon_rdp=f(curves.epsilon_rdp), epsilon_tight=f(curves.epsilon_tight),
         epsilon_tight_lower=f(curves.epsilon_tight_lower), accountant_notes=tuple(curves.notes),
@@ -379,7 +385,7 @@ def _claim(cmp, member, score, spec, eps_claim, delta, s, design) -> dict[str, A
     """Does the claim (ε, δ) hold, by the accountant and by the scores? (as ``dpaudit check``)"""
     acc_eps = cmp.curves.epsilon_best
     accountant_ok = acc_eps is not None and acc_eps <= eps_claim * (1 + 1e-9)
-    if design == "multi-run":
+    if design == "multi_run":
         lb = cmp.epsilon_lower.value
         claim_curve = acc.TradeOff.from_dp_pairs(torch.tensor([eps_claim]), torch.tensor([delta]))
         v = comparator.violation_test(cmp.points, claim_curve, against=f"claim (eps={eps_claim:.4g}, delta={delta:g})")

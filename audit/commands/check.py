@@ -79,7 +79,10 @@ def run(args: Any) -> int:
         _junit(result, args.junit)
     for a in result.audits:
         c = a.claim
+        if c is None:  # a reconstruction game decides no (ε, δ) claim: its violation test is its verdict
+            print(f"{a.name}: {a.violation.message}", file=sys.stderr if a.violation.violated else sys.stdout)
+            continue
         print(f"{a.name}: claim (epsilon={c.epsilon:.4g}, delta={c.delta:g}) {'holds' if c.holds else 'VIOLATED'}")
         for r in c.reasons:
             print(f"  - {r}", file=sys.stderr if not c.holds else sys.stdout)
-    return 0 if result.claim.holds else 1
+    return 0 if (result.claim is None or result.claim.holds) and not result.violation else 1

@@ -17,12 +17,12 @@ def test_default_round_trip_and_example_file():
     names = [v["name"] for v in config.variants(cfg)]
     assert names == ["white_box_poisson", "white_box_crafted_fixed_size", "black_box_loss"]
     fixed = config.variants(cfg)[1]
-    assert fixed["training"]["sampling"] == "fixed_size" and fixed["audit"]["seed"] == 0
+    assert fixed["training"]["sampling"] == "fixed_wor" and fixed["audit"]["seed"] == 0
 
 
 @pytest.mark.parametrize(("text", "message"), [
     ('[training]\nsampling = "cyclic"',
-     "training.sampling must be one of ['fixed_size', 'poisson', 'shuffle']; got 'cyclic'"),
+     "training.sampling must be one of ['fixed_wor', 'poisson', 'shuffle']"),
     ("[training]\nsteps = 0", "training.steps must be an integer ≥ 1; got 0"),
     ("[training]\nsample_rate = 1.5", r"training.sample_rate must be a number in (0, 1]; got 1.5"),
     ("[audit]\nsignificance = 0.7", r"audit.significance must be a number in (0, 0.5); got 0.7"),

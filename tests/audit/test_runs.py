@@ -47,3 +47,15 @@ def test_run_folder_contract(tmp_path):
     paths = report.render(folder, loaded)
     assert paths["html"].stat().st_size > 10_000 and (out / "figures").is_dir()
     assert "eps_lower" in report.summary_table(loaded)
+
+
+def test_check_on_a_reconstruction_game_exits_0_not_3(tmp_path, capsys):
+    """Before: `dpaudit check` read `a.claim.epsilon` of a reconstruction audit (None): AttributeError, exit 3.
+    A reconstruction game decides no (ε, δ) claim; its violation test is its verdict (none here: σ = 2)."""
+    from audit.cli import main
+
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(Q1 + '[canary]\ncount = 4\n[audit]\ngame = "reconstruction"\ntrials = 20\n[claim]\nepsilon = 50\n')
+    assert main(["check", str(cfg)]) == 0
+    out = capsys.readouterr()
+    assert "internal error" not in out.err and "main: no violation" in out.out

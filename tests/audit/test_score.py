@@ -265,7 +265,7 @@ def test_one_run_with_every_row_a_member_is_an_input_error(tmp_path, capsys):
     """Each canary is in with probability ½: a file of members only is no one-run game (before: exit 1)."""
     p = _write_csv(tmp_path / "s.csv", [1] * 200, np.arange(200.0))
     assert main(["score", str(p), *SPEC, "--design", "one-run"]) == 2
-    assert "one-run design needs rows with member 1 and rows with member 0" in capsys.readouterr().err
+    assert "one_run design needs rows with member 1 and rows with member 0" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("name", ["caf\u00e9.csv", "a'b.csv", ".hidden.csv", "x" * 70 + ".csv", "a b.csv"])
