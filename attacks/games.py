@@ -628,7 +628,7 @@ def one_run_game(setup: Setup, canaries: Canaries, *, threat: Threat | None = No
     threat = WhiteBox() if threat is None else threat
     return _play(Design.ONE_RUN, setup, canaries, threat=threat, scores=_default_scores(scores, threat),
                  n_trials=n_runs, seed=seed, run_dir=run_dir, chunk_size=chunk_size, progress=progress,
-                 keep_observations=keep_observations)
+                 keep_observations=keep_observations, backend=backend)
 
 
 def reconstruction_game(setup: Setup, candidates: Canaries, *, threat: Threat | None = None, n_trials: int = 100,

@@ -94,6 +94,24 @@ def test_one_run_game(white_setup):
     assert out.in_scores("llr").mean() > out.out_scores("llr").mean()
 
 
+def test_one_run_game_honours_its_backend(white_setup):
+    """Before: one_run_game accepted `backend` and ignored it (the chunks ran here, silently)."""
+    from audit.backends import Local
+
+    class Counting(Local):
+        calls = 0
+
+        def map(self, fn, context, items):
+            Counting.calls += 1
+            yield from super().map(fn, context, items)
+
+    setup, c = white_setup
+    here = games.one_run_game(setup, c, n_runs=2, seed=3, progress=False, chunk_size=1)
+    there = games.one_run_game(setup, c, n_runs=2, seed=3, progress=False, chunk_size=1, backend=Counting())
+    assert Counting.calls == 1
+    _equal(here, there)
+
+
 def test_game_validation(white_setup, digits100):
     setup, c = white_setup
     with pytest.raises(ValueError, match="exactly one canary"):
