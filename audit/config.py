@@ -191,7 +191,8 @@ SCHEMA: dict[str, dict[str, tuple]] = {
         "hidden": ("int", 1, 32),
         "noise_multiplier": ("float", (0.0, None, "open"), 1.0),
         "sampling": ("sampling", TRAINED_SAMPLING, "poisson"),
-        "sample_rate": ("float", (0.0, 1.0, "right"), 0.5),
+        # ≥ 1e-9: the trainer divides by the expected batch size q·N, which underflows for subnormal q
+        "sample_rate": ("float", (1e-9, 1.0, "both"), 0.5),
         "batch_size": ("int", 1, 50),
         "steps": ("int", 1, 10),
         "clip_norm": ("float", (0.0, None, "open"), 1.0),
@@ -217,7 +218,7 @@ SCHEMA: dict[str, dict[str, tuple]] = {
         "game": (*_choice("multi_run", "one_run", "reconstruction"), "multi_run"),
         "trials": ("int", 2, 2000),
         "significance": ("float", (0.0, 0.5, "open"), 0.05),
-        "delta": ("float", (0.0, 1.0, "left"), 1e-5),
+        "delta": ("float", (0.0, 1.0, "open"), 1e-5),
         "seed": ("int", 0, 0),
         "threshold": (*_registered(lambda: list(registry.strategies())), "bonferroni"),
         "chunk_size": ("int", 1, 500),
@@ -225,7 +226,7 @@ SCHEMA: dict[str, dict[str, tuple]] = {
     },
     "claim": {
         "epsilon": ("claim_epsilon", None, "accountant"),
-        "delta": ("float", (0.0, 1.0, "left"), 1e-5),
+        "delta": ("float", (0.0, 1.0, "open"), 1e-5),
     },
 }
 
@@ -404,6 +405,8 @@ def loads(text: str, *, base_dir: str | Path | None = None) -> dict[str, Any]:
         raise InputError(f"invalid TOML: {exc}") from None
     except RecursionError:
         raise InputError("invalid TOML: arrays or tables are nested too deeply") from None
+    except ValueError as exc:  # an integer of more than sys.get_int_max_str_digits() digits
+        raise InputError(f"invalid TOML: a number is too long ({str(exc).split(';')[0]})") from None
     variants_raw = raw.pop("variant", [])
     training = raw.get("training")
     if isinstance(training, dict) and training.get("trainer") and "canary" not in raw and "attack" not in raw:
@@ -457,8 +460,13 @@ def load(path: str | Path | None) -> dict[str, Any]:
 def read_text(path: str | Path, *, what: str) -> str:
     """A configuration file's text: UTF-8 (a BOM is allowed), at most 1 MB; InputError naming the file."""
     p = Path(path)
-    if not p.is_file():
-        raise InputError(f"{what} {str(p)!r} does not exist (or is not a file)")
+    shown = repr(str(p)) if len(str(p)) <= 200 else repr(str(p)[:200]) + "..."
+    try:
+        is_file = p.is_file()
+    except (OSError, ValueError) as exc:  # a name too long for the file system, a NUL byte
+        raise InputError(f"{what} {shown} cannot be used: {getattr(exc, 'strerror', None) or exc}") from None
+    if not is_file:
+        raise InputError(f"{what} {shown} does not exist (or is not a file)")
     try:
         data = p.read_bytes()[: 4 * _MAX_TEXT + 1]
     except OSError as exc:
@@ -529,7 +537,7 @@ def load_resolved(path: str | Path) -> dict[str, Any]:
         raise InputError(f"{str(path)!r} is truncated (its last line is not {END_MARK!r}); {how}")
     try:
         raw = tomllib.loads(text.replace("\r\n", "\n"))
-    except (tomllib.TOMLDecodeError, RecursionError):
+    except (tomllib.TOMLDecodeError, RecursionError, ValueError):  # ValueError: a 5,000-digit integer
         raise InputError(f"{str(path)!r} is not valid TOML; {how}") from None
     for section, keys in SCHEMA.items():
         missing = [k for k in keys if k not in raw.get(section, {})]

@@ -404,11 +404,11 @@ def execute(config_path: str | Path | None, out: str | Path | None, *, resume: b
     """
     device = str(dpsgd.resolve_device(device, "--device"))  # before any work: InputError names the flag
     if out is None:
-        stem = "default" if config_path is None else Path(config_path).stem
+        stem = "default" if config_path is None else Path(config_path).stem[:64]
         out = Path("runs") / f"{stem}-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}"
     out = Path(out)
     cfg_file = out / CONFIG_FILE
-    if out.exists() and not out.is_dir():
+    if _exists(out, "--out") and not out.is_dir():
         raise RunError(f"run folder {str(out)!r} exists and is not a folder")
     # Validate everything before creating anything: a bad configuration leaves no run folder behind.
     if resume:
@@ -436,6 +436,16 @@ def execute(config_path: str | Path | None, out: str | Path | None, *, resume: b
             cfg_file.write_text(config_mod.dumps(cfg), encoding="utf-8")
         return out, _run_audits(cfg, out, progress=progress, claim=claim, on_variant=on_variant, backend=backend,
                                 memory_gb=memory_gb, device=device)
+
+
+def _exists(path: Path, what: str) -> bool:
+    """``path.exists()``, with an unusable name (too long, NUL byte) an input error naming ``what``."""
+    try:
+        return path.exists()
+    except (OSError, ValueError) as exc:
+        reason = getattr(exc, "strerror", None) or str(exc)
+        raise RunError(f"{what} {str(path)[:80]!r}{'...' if len(str(path)) > 80 else ''} cannot be used: "
+                       f"{reason}") from None
 
 
 LOCK_FILE = ".lock"
