@@ -384,7 +384,8 @@ def execute(config_path: str | Path | None, out: str | Path | None, *, resume: b
             progress: bool = True, claim: bool = False,
             on_variant: Callable[[model.AuditResult], None] | None = None,
             backend: Any = None, memory_gb: float | None = None,
-            device: str = "cpu") -> tuple[Path, model.RunResult]:
+            device: str = "cpu",
+            finish: Callable[[Path, model.RunResult], Any] | None = None) -> tuple[Path, model.RunResult]:
     """Run (or resume) every audit of a configuration in a run folder; write config.toml and result.json.
 
     Args:
@@ -398,6 +399,8 @@ def execute(config_path: str | Path | None, out: str | Path | None, *, resume: b
         memory_gb: memory one chunk may take (GiB); None: a safe share of the machine
             (:func:`attacks.dpsgd.default_memory_bytes`). Decides how many models train at once.
         device: where the DP-SGD trainer runs, "cpu" or "cuda[:N]" (``--device``); checked first.
+        finish: called with (run folder, result) while the run folder is still locked (the report:
+            a ``--resume`` started meanwhile is refused until the report and figures are written).
 
     Returns:
         (run folder, :class:`audit.model.RunResult`).
@@ -434,8 +437,11 @@ def execute(config_path: str | Path | None, out: str | Path | None, *, resume: b
                 raise RunError(f"run folder {str(out)!r} already holds a run; pass --resume to continue it, or "
                                "choose another --out")
             cfg_file.write_text(config_mod.dumps(cfg), encoding="utf-8")
-        return out, _run_audits(cfg, out, progress=progress, claim=claim, on_variant=on_variant, backend=backend,
-                                memory_gb=memory_gb, device=device)
+        result = _run_audits(cfg, out, progress=progress, claim=claim, on_variant=on_variant, backend=backend,
+                             memory_gb=memory_gb, device=device)
+        if finish is not None:
+            finish(out, result)
+        return out, result
 
 
 def _exists(path: Path, what: str) -> bool:

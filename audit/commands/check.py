@@ -70,10 +70,9 @@ def run(args: Any) -> int:
         check_output_file(args.junit, "--junit")
     with tempfile.TemporaryDirectory(prefix="dpaudit-check-") as tmp:
         out = args.out if args.out is not None else Path(tmp) / "run"
-        folder, result = runs.execute(args.claims, out, resume=args.resume, progress=False, claim=True,
-                                        backend=backends.from_args(args), memory_gb=args.memory_gb, device=args.device)
-        if args.out is not None:
-            report.render(folder, result)
+        _, result = runs.execute(args.claims, out, resume=args.resume, progress=False, claim=True,
+                                        backend=backends.from_args(args), memory_gb=args.memory_gb, device=args.device,
+                                        finish=report.render if args.out is not None else None)
     print(report.summary_table(result))
     if args.junit:
         _junit(result, args.junit)

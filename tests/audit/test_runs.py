@@ -2,6 +2,7 @@
 resume only with the same configuration), and a report rendered from result.json alone."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -59,3 +60,27 @@ def test_check_on_a_reconstruction_game_exits_0_not_3(tmp_path, capsys):
     assert main(["check", str(cfg)]) == 0
     out = capsys.readouterr()
     assert "internal error" not in out.err and "main: no violation" in out.out
+
+
+def test_the_run_folder_lock_covers_the_report(tmp_path, monkeypatch):
+    """Before: the lock was released before report.md and figures were written, so a --resume started then
+    rendered its report beside the first run's. Now `run`, `check --out` and `report` render under the lock."""
+    from audit.cli import main
+
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(Q1 + "[audit]\ntrials = 40\nchunk_size = 40\n")
+    run = tmp_path / "run"
+    held = []
+    real = report.render
+
+    def render(folder, result=None):
+        with pytest.raises(runs.RunError, match="in use by another dpaudit process"):
+            with runs.lock(Path(folder)):  # a second opener (a --resume) is refused while the report is written
+                pass
+        held.append(True)
+        return real(folder, result)
+
+    monkeypatch.setattr(report, "render", render)
+    assert main(["run", str(cfg), "--out", str(run), "--quiet"]) == 0
+    assert main(["report", str(run)]) == 0
+    assert held == [True, True] and (run / "report.md").is_file()
