@@ -184,8 +184,13 @@ def read_scores(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
     ``MAX_ROWS`` rows; anything else is an :class:`accountants.InputError` naming the file and line.
     """
     p = Path(path)
-    if not p.is_file():
-        raise InputError(f"scores file {str(p)[:200]!r} does not exist or is not a regular file")
+    try:
+        is_file = p.is_file()
+    except (OSError, ValueError):  # a name too long for the file system, a NUL byte
+        is_file = False
+    if not is_file:
+        raise InputError(f"scores file {str(p)[:200]!r} does not exist, is not a regular file or cannot be used as "
+                         "a file name")
     member = bytearray()
     score = array.array("d")
     rows = _jsonl_rows if p.suffix.lower() in (".jsonl", ".ndjson") else _csv_rows

@@ -64,8 +64,12 @@ def check_output_file(path: str, flag: str) -> None:
 
 
 def run(args: Any) -> int:
-    if not Path(args.claims).is_file():
-        raise InputError(f"CLAIMS.toml {args.claims!r} does not exist")
+    try:
+        is_file = Path(args.claims).is_file()
+    except (OSError, ValueError):  # a name too long for the file system, a NUL byte
+        is_file = False
+    if not is_file:
+        raise InputError(f"CLAIMS.toml {args.claims[:200]!r} does not exist (or cannot be used as a file name)")
     if args.junit:
         check_output_file(args.junit, "--junit")
     with tempfile.TemporaryDirectory(prefix="dpaudit-check-") as tmp:

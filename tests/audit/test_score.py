@@ -286,3 +286,12 @@ def test_audit_scores_result_with_nonfinite_round_trips(tmp_path):
     back = model.RunResult.from_json(json.loads(json.dumps(r)))
     assert back.audits[0].nonfinite.pos_inf == 50
     assert model.load_result(tmp_path / "o").audits[0].nonfinite == back.audits[0].nonfinite
+
+
+def test_over_long_paths_exit_2(tmp_path, capsys):
+    long = str(tmp_path / ("a" * 5000))
+    assert main(["score", long + ".csv", *SPEC]) == 2
+    assert main(["check", long + ".toml"]) == 2
+    assert main(["account", "--dp-event", long + ".json", "--delta", "1e-5"]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.count("\n") == 3
