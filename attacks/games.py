@@ -221,14 +221,15 @@ def _read_trials(path: Path, game_id: str) -> dict[int, dict]:
         with open(path, "r+b") as fh:
             fh.truncate(good)
     done: dict[int, dict] = {}
-    for n, line in enumerate(raw[:good].decode("utf-8").splitlines(), start=1):
+    for n, line in enumerate(raw[:good].split(b"\n"), start=1):
         if not line.strip():
             continue
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError:
-            raise InputError(f"{path}:{n} is not a JSON trial record; the file was edited or corrupted (move it "
-                             "away to rerun those trials)") from None
+        try:  # a record is UTF-8 JSON; invalid bytes, a 5,000-digit integer or deep nesting mean an edited file
+            rec = json.loads(line.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+            why = "not UTF-8 text" if isinstance(exc, UnicodeDecodeError) else "not a JSON trial record"
+            raise InputError(f"{path}:{n} is {why}; the file was edited or corrupted (move it away to rerun those "
+                             "trials)") from None
         if not isinstance(rec, dict) or not isinstance(rec.get("trial"), int):
             raise InputError(f"{path}:{n} is not a trial record (no integer 'trial')")
         if rec.get("game_id") != game_id:
@@ -628,7 +629,7 @@ def one_run_game(setup: Setup, canaries: Canaries, *, threat: Threat | None = No
     threat = WhiteBox() if threat is None else threat
     return _play(Design.ONE_RUN, setup, canaries, threat=threat, scores=_default_scores(scores, threat),
                  n_trials=n_runs, seed=seed, run_dir=run_dir, chunk_size=chunk_size, progress=progress,
-                 keep_observations=keep_observations)
+                 keep_observations=keep_observations, backend=backend)
 
 
 def reconstruction_game(setup: Setup, candidates: Canaries, *, threat: Threat | None = None, n_trials: int = 100,

@@ -175,8 +175,18 @@ def _ray_get(ray: Any, ref: Any) -> Any:
         if isinstance(cause, InputError):  # e.g. attacks.plugin.TrainerError from a user trainer
             raise cause from None
         raise
-    except (ray.exceptions.WorkerCrashedError, ray.exceptions.NodeDiedError) as err:
-        raise BackendError("a Ray worker died beyond its retries; every finished chunk is saved: run again with "
+    except (ray.exceptions.RayError, SystemExit) as err:  # a worker, the raylet or an agent died (never a verdict)
+        raise BackendError(f"Ray failed ({type(err).__name__}); every finished chunk is saved: run again with "
+                           "--resume to train the missing ones") from err
+
+
+def _ray_wait(ray: Any, refs: list[Any]) -> list[Any]:
+    """``ray.wait`` for one ready task; Ray's own failure (its agent killed, the raylet lost: a RayError, or a
+    SystemExit from Ray's internals) is a :class:`BackendError`, so the CLI exits 3 "not finished", never 1."""
+    try:
+        return ray.wait(refs, num_returns=1)[0]
+    except (ray.exceptions.RayError, SystemExit) as err:
+        raise BackendError(f"Ray failed ({type(err).__name__}); every finished chunk is saved: run again with "
                            "--resume to train the missing ones") from err
 
 
@@ -224,7 +234,7 @@ class Ray(Backend):
         pending = {task.remote(fn, ctx_ref, item, self.threads): item for item in items}
         try:
             while pending:
-                ready, _ = ray.wait(list(pending), num_returns=1)
+                ready = _ray_wait(ray, list(pending))
                 for ref in ready:
                     item = pending.pop(ref)
                     yield item, _ray_get(ray, ref)

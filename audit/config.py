@@ -3,16 +3,16 @@
 A configuration has the sections ``[training]``, ``[canary]``, ``[attack]``, ``[audit]`` and,
 for ``dpaudit check``, ``[claim]``; every key has a default (:data:`DEFAULT_TOML`, also written to
 ``examples/default.toml``). Optional ``[[variant]]`` tables name further audits that override
-some keys of the base (dotted keys, e.g. ``training.sampling = "fixed_size"``); each variant is
+some keys of the base (dotted keys, e.g. ``training.sampling = "fixed_wor"``); each variant is
 one audit game with its own trials file.
 
 >>> cfg = loads('[training]\\nnoise_multiplier = 2.0\\n[audit]\\ntrials = 64')
 >>> cfg["training"]["noise_multiplier"], cfg["audit"]["trials"], [v["name"] for v in variants(cfg)]
 (2.0, 64, ['main'])
->>> loads('[training]\\nsampling = "cyclic"')
+>>> loads('[audit]\\ngame = "cyclic"')
 Traceback (most recent call last):
 ...
-accountants.InputError: training.sampling must be one of ['fixed_size', 'poisson', 'shuffle']; got 'cyclic'
+accountants.InputError: audit.game must be one of ['multi_run', 'one_run', 'reconstruction']; got 'cyclic'
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from accountants import describe
 from accountants._validate import InputError, InputTypeError
 
 from . import registry
@@ -49,9 +50,9 @@ n_records = 100               # natural records used (the first n of the dataset
 model = "logistic_regression" # logistic_regression | mlp | cnn (digits as 1x8x8 images)
 hidden = 32                   # mlp hidden width; cnn channels
 noise_multiplier = 1.0        # sigma: noise std on the SUM of clipped gradients / clip_norm
-sampling = "poisson"          # poisson | fixed_size (without replacement) | shuffle (reshuffled every epoch)
+sampling = "poisson"          # poisson | fixed_wor (fixed size, without replacement) | shuffle (reshuffled every epoch)
 sample_rate = 0.5             # poisson only
-batch_size = 50               # fixed_size and shuffle only
+batch_size = 50               # fixed_wor and shuffle only
 steps = 10
 clip_norm = 1.0
 learning_rate = 0.5
@@ -94,7 +95,7 @@ name = "white_box_poisson"
 
 [[variant]]
 name = "white_box_crafted_fixed_size"  # n_records crafted records of gradient -C e beside the canary (+C e)
-training.sampling = "fixed_size"
+training.sampling = "fixed_wor"
 attack.threat_model = "white_box_crafted_dataset"
 
 [[variant]]
@@ -154,6 +155,24 @@ def recommended_design(trainer: str, base_dir: str | Path | None = None) -> dict
     return copy.deepcopy(design)
 
 
+# The sampling kinds an audit trains (accountants.describe spells them; its aliases are accepted).
+TRAINED_SAMPLING = ("fixed_wor", "poisson", "shuffle")
+
+
+def canonical(value: str) -> str:
+    """The one spelling rule of every enumerated value: case and surrounding space ignored, '-' = '_'."""
+    return value.strip().lower().replace("-", "_")
+
+
+def parse_choice(value: Any, allowed: tuple[str, ...], *, key: str) -> str:
+    """``value`` as the canonical member of ``allowed`` (any spelling :func:`canonical` maps to it)."""
+    if isinstance(value, str) and value in allowed:
+        return value
+    if isinstance(value, str) and canonical(value) in allowed:
+        return canonical(value)
+    raise InputError(f"{key} must be one of {list(allowed)}; got {_show(value)}")
+
+
 def _choice(*allowed: str):
     return ("choice", tuple(sorted(allowed)))
 
@@ -171,13 +190,14 @@ SCHEMA: dict[str, dict[str, tuple]] = {
         "model": (*_choice("logistic_regression", "mlp", "cnn"), "logistic_regression"),
         "hidden": ("int", 1, 32),
         "noise_multiplier": ("float", (0.0, None, "open"), 1.0),
-        "sampling": (*_choice("poisson", "fixed_size", "shuffle"), "poisson"),
-        "sample_rate": ("float", (0.0, 1.0, "right"), 0.5),
+        "sampling": ("sampling", TRAINED_SAMPLING, "poisson"),
+        # ≥ 1e-9: the trainer divides by the expected batch size q·N, which underflows for subnormal q
+        "sample_rate": ("float", (1e-9, 1.0, "both"), 0.5),
         "batch_size": ("int", 1, 50),
         "steps": ("int", 1, 10),
         "clip_norm": ("float", (0.0, None, "open"), 1.0),
         "learning_rate": ("float", (0.0, None, "open"), 0.5),
-        "neighbouring": (*_choice("add_remove", "replace_one"), "add_remove"),
+        "neighbouring": ("neighbouring", None, "add_remove"),
         "fault": (*_registered(registry.fault_names), "none"),
         "fault_factor": ("float", (1.0, None, "open"), 2.0),
         # a user trainer "module:function" (docs/own-training.md); the keys above stay the claim
@@ -198,7 +218,7 @@ SCHEMA: dict[str, dict[str, tuple]] = {
         "game": (*_choice("multi_run", "one_run", "reconstruction"), "multi_run"),
         "trials": ("int", 2, 2000),
         "significance": ("float", (0.0, 0.5, "open"), 0.05),
-        "delta": ("float", (0.0, 1.0, "left"), 1e-5),
+        "delta": ("float", (0.0, 1.0, "open"), 1e-5),
         "seed": ("int", 0, 0),
         "threshold": (*_registered(lambda: list(registry.strategies())), "bonferroni"),
         "chunk_size": ("int", 1, 500),
@@ -206,7 +226,7 @@ SCHEMA: dict[str, dict[str, tuple]] = {
     },
     "claim": {
         "epsilon": ("claim_epsilon", None, "accountant"),
-        "delta": ("float", (0.0, 1.0, "left"), 1e-5),
+        "delta": ("float", (0.0, 1.0, "open"), 1e-5),
     },
 }
 
@@ -220,9 +240,23 @@ def _check_value(key: str, value: Any, spec: tuple) -> Any:
             return value
         case "choice":
             allowed = tuple(sorted(spec[1]())) if callable(spec[1]) else spec[1]
-            if not isinstance(value, str) or value not in allowed:
-                raise InputError(f"{key} must be one of {list(allowed)}; got {_show(value)}")
-            return value
+            return parse_choice(value, allowed, key=key)
+        case "sampling":
+            if not isinstance(value, str):
+                raise InputError(f"{key} must be one of {list(spec[1])}; got {_show(value)}")
+            try:
+                kind = describe.parse_sampling_kind(value[:80], key=key)
+            except InputError:
+                raise InputError(f"{key} must be one of {list(spec[1])} ('-' and '_' are the same; aliases: "
+                                 f"fixed_size = without_replacement = fixed_wor); got {_show(value)}") from None
+            if kind not in spec[1]:
+                raise InputError(f"{key} = {_show(value)} is accounted (dpaudit account) but not trained by an audit; "
+                                 f"choose one of {list(spec[1])}")
+            return kind
+        case "neighbouring":
+            if not isinstance(value, str):
+                raise InputError(f"{key} must be one of {list(describe.NEIGHBOURING_NAMES)}; got {_show(value)}")
+            return describe.parse_neighbouring(value[:80], key=key).value
         case "int":
             lo = spec[1]
             hard = _HARD_LIMITS.get(key.rpartition(": ")[2])
@@ -350,7 +384,7 @@ def _consistent(c: dict[str, dict[str, Any]], where: str) -> None:
         if threat == "white_box_crafted_dataset" and t["neighbouring"] != "add_remove":
             raise InputError(f"{where}attack.threat_model 'white_box_crafted_dataset' with training.sampling "
                              "'shuffle' needs training.neighbouring 'add_remove' (docs/worst-case.md)")
-    if t["sampling"] in ("fixed_size", "shuffle") and t["batch_size"] > t["n_records"] + can["count"]:
+    if t["sampling"] in ("fixed_wor", "shuffle") and t["batch_size"] > t["n_records"] + can["count"]:
         raise InputError(f"{where}training.batch_size must be ≤ n_records + canary.count = "
                          f"{t['n_records'] + can['count']}; got {t['batch_size']}")
 
@@ -371,6 +405,8 @@ def loads(text: str, *, base_dir: str | Path | None = None) -> dict[str, Any]:
         raise InputError(f"invalid TOML: {exc}") from None
     except RecursionError:
         raise InputError("invalid TOML: arrays or tables are nested too deeply") from None
+    except ValueError as exc:  # an integer of more than sys.get_int_max_str_digits() digits
+        raise InputError(f"invalid TOML: a number is too long ({str(exc).split(';')[0]})") from None
     variants_raw = raw.pop("variant", [])
     training = raw.get("training")
     if isinstance(training, dict) and training.get("trainer") and "canary" not in raw and "attack" not in raw:
@@ -424,8 +460,13 @@ def load(path: str | Path | None) -> dict[str, Any]:
 def read_text(path: str | Path, *, what: str) -> str:
     """A configuration file's text: UTF-8 (a BOM is allowed), at most 1 MB; InputError naming the file."""
     p = Path(path)
-    if not p.is_file():
-        raise InputError(f"{what} {str(p)!r} does not exist (or is not a file)")
+    shown = repr(str(p)) if len(str(p)) <= 200 else repr(str(p)[:200]) + "..."
+    try:
+        is_file = p.is_file()
+    except (OSError, ValueError) as exc:  # a name too long for the file system, a NUL byte
+        raise InputError(f"{what} {shown} cannot be used: {getattr(exc, 'strerror', None) or exc}") from None
+    if not is_file:
+        raise InputError(f"{what} {shown} does not exist (or is not a file)")
     try:
         data = p.read_bytes()[: 4 * _MAX_TEXT + 1]
     except OSError as exc:
@@ -496,7 +537,7 @@ def load_resolved(path: str | Path) -> dict[str, Any]:
         raise InputError(f"{str(path)!r} is truncated (its last line is not {END_MARK!r}); {how}")
     try:
         raw = tomllib.loads(text.replace("\r\n", "\n"))
-    except (tomllib.TOMLDecodeError, RecursionError):
+    except (tomllib.TOMLDecodeError, RecursionError, ValueError):  # ValueError: a 5,000-digit integer
         raise InputError(f"{str(path)!r} is not valid TOML; {how}") from None
     for section, keys in SCHEMA.items():
         missing = [k for k in keys if k not in raw.get(section, {})]

@@ -54,6 +54,7 @@ __all__ = [
     "ClaimSummary",
     "ConfidenceBoxes",
     "CurveSamples",
+    "NonFinite",
     "Reconstruction",
     "Roc",
     "RunConfig",
@@ -330,6 +331,18 @@ class Runtime:
 
 
 @dataclass(frozen=True)
+class NonFinite:
+    """How ±inf scores of a score file were ranked (:func:`audit.score.map_nonfinite`): ``pos_inf``
+    scores as ``pos_inf_as`` (above every finite one), ``neg_inf`` as ``neg_inf_as`` (below)."""
+
+    pos_inf: int
+    neg_inf: int
+    pos_inf_as: float
+    neg_inf_as: float
+    note: str
+
+
+@dataclass(frozen=True)
 class AuditResult:
     """Everything one audit (one ``[[variant]]``) found.
 
@@ -388,6 +401,7 @@ class AuditResult:
     reconstruction: Reconstruction | None = None
     claim: ClaimCheck | None = None
     models_at_once: int | None = None  # models one chunk trained at once (1: a user trainer, one per trial)
+    nonfinite: NonFinite | None = None  # dpaudit score: how ±inf scores were ranked
 
     def __post_init__(self) -> None:
         check_name(self.name, "audit name")

@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import base64
 import math
+import re
 from pathlib import Path
 from typing import Any
 
 import jinja2
+import markupsafe
 import matplotlib
 
 from accountants._validate import InputError, InputTypeError
@@ -255,13 +257,45 @@ def _figures(result: RunResult, run: Path) -> dict[str, list[tuple[str, Path]]]:
 # ------------------------------------------------------------------------------------------ documents
 
 
-def _env() -> jinja2.Environment:
+_MD_ESCAPES = str.maketrans({"\\": "\\\\", "`": "\\`", "*": "\\*", "[": "\\[", "]": "\\]", "|": "\\|",
+                             "<": "&lt;", ">": "&gt;", "&": "&amp;", "\n": " ", "\r": " "})
+
+
+def md_escape(value: Any) -> markupsafe.Markup:
+    """Text made inert in Markdown, as autoescaping makes it inert in HTML: no raw HTML (``<``, ``>``,
+    ``&`` as entities), no code span, emphasis, link or table cell it could open or close (backslash
+    escapes), no new block (newlines become spaces). Markup (already safe) passes unchanged."""
+    if isinstance(value, markupsafe.Markup):
+        return value
+    return markupsafe.Markup(str(value).translate(_MD_ESCAPES))
+
+
+def md_code(value: Any) -> markupsafe.Markup:
+    """``value`` as one Markdown code span that no backtick in it can close (CommonMark §6.1: the fence
+    is one backtick longer than the longest run inside; padded with spaces so an edge backtick stays inside).
+    ``<`` and ``&`` stay literal in a code span, so nothing in it is read as HTML."""
+    text = str(value).replace("\n", " ").replace("\r", " ")
+    runs = [len(m) for m in re.findall(r"`+", text)]
+    fence = "`" * (max(runs, default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") or (text.startswith(" ") and text.endswith(" ")) else ""
+    return markupsafe.Markup(f"{fence}{pad}{text}{pad}{fence}")
+
+
+def _md_finalize(value: Any) -> Any:
+    return value if value is None else md_escape(value)
+
+
+def _env(*, markdown: bool = False) -> jinja2.Environment:
+    """The templates' environment: HTML autoescaped (report.html.j2); Markdown escaped by
+    :func:`md_escape` on every ``{{ }}`` (report.md.j2), code spans through the ``code`` filter."""
     env = jinja2.Environment(loader=jinja2.PackageLoader("audit", "templates"), autoescape=jinja2.select_autoescape(
         enabled_extensions=("html.j2",), default_for_string=False), trim_blocks=True, lstrip_blocks=True,
-        keep_trailing_newline=True, undefined=jinja2.StrictUndefined)
+        keep_trailing_newline=True, undefined=jinja2.StrictUndefined,
+        **({"finalize": _md_finalize} if markdown else {}))
     env.filters["num"] = _f
     env.filters["pct"] = lambda x: "n/a" if x is None else f"{100 * x:.4g}%"
-    env.filters["cell"] = lambda s: str(s).replace("|", "\\|").replace("\n", " ")
+    env.filters["cell"] = md_escape  # a table cell: '|' escaped with the rest
+    env.filters["code"] = md_code
     return env
 
 
@@ -312,7 +346,7 @@ def _context(result: RunResult, figures: dict[str, list[tuple[str, Path]]], run:
 def render_markdown(result: RunResult, figures: dict[str, list[tuple[str, Path]]], run: Path) -> str:
     """report.md text (figures linked by relative path)."""
     _check(result)
-    return _env().get_template("report.md.j2").render(**_context(result, figures, Path(run), embed=False))
+    return _env(markdown=True).get_template("report.md.j2").render(**_context(result, figures, Path(run), embed=False))
 
 
 def render_html(result: RunResult, figures: dict[str, list[tuple[str, Path]]], run: Path) -> str:

@@ -417,7 +417,8 @@ def execute(config_path: str | Path | None, out: str | Path | None, *, resume: b
             progress: bool = True, claim: bool = False,
             on_variant: Callable[[model.AuditResult], None] | None = None,
             backend: Any = None, memory_gb: float | None = None,
-            device: str = "cpu") -> tuple[Path, model.RunResult]:
+            device: str = "cpu",
+            finish: Callable[[Path, model.RunResult], Any] | None = None) -> tuple[Path, model.RunResult]:
     """Run (or resume) every audit of a configuration in a run folder; write config.toml and result.json.
 
     Args:
@@ -431,17 +432,19 @@ def execute(config_path: str | Path | None, out: str | Path | None, *, resume: b
         memory_gb: memory one chunk may take (GiB); None: a safe share of the machine
             (:func:`attacks.dpsgd.default_memory_bytes`). Decides how many models train at once.
         device: where the DP-SGD trainer runs, "cpu" or "cuda[:N]" (``--device``); checked first.
+        finish: called with (run folder, result) while the run folder is still locked (the report:
+            a ``--resume`` started meanwhile is refused until the report and figures are written).
 
     Returns:
         (run folder, :class:`audit.model.RunResult`).
     """
     device = str(dpsgd.resolve_device(device, "--device"))  # before any work: InputError names the flag
     if out is None:
-        stem = "default" if config_path is None else Path(config_path).stem
+        stem = "default" if config_path is None else Path(config_path).stem[:64]
         out = Path("runs") / f"{stem}-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}"
     out = Path(out)
     cfg_file = out / CONFIG_FILE
-    if out.exists() and not out.is_dir():
+    if _exists(out, "--out") and not out.is_dir():
         raise RunError(f"run folder {str(out)!r} exists and is not a folder")
     # Validate everything before creating anything: a bad configuration leaves no run folder behind.
     if resume:
@@ -467,8 +470,21 @@ def execute(config_path: str | Path | None, out: str | Path | None, *, resume: b
                 raise RunError(f"run folder {str(out)!r} already holds a run; pass --resume to continue it, or "
                                "choose another --out")
             cfg_file.write_text(config_mod.dumps(cfg), encoding="utf-8")
-        return out, _run_audits(cfg, out, progress=progress, claim=claim, on_variant=on_variant, backend=backend,
-                                memory_gb=memory_gb, device=device)
+        result = _run_audits(cfg, out, progress=progress, claim=claim, on_variant=on_variant, backend=backend,
+                             memory_gb=memory_gb, device=device)
+        if finish is not None:
+            finish(out, result)
+        return out, result
+
+
+def _exists(path: Path, what: str) -> bool:
+    """``path.exists()``, with an unusable name (too long, NUL byte) an input error naming ``what``."""
+    try:
+        return path.exists()
+    except (OSError, ValueError) as exc:
+        reason = getattr(exc, "strerror", None) or str(exc)
+        raise RunError(f"{what} {str(path)[:80]!r}{'...' if len(str(path)) > 80 else ''} cannot be used: "
+                       f"{reason}") from None
 
 
 LOCK_FILE = ".lock"

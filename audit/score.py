@@ -8,8 +8,12 @@ trial (multi-run design: independent training runs, one canary each) or one row 
 - ``score``: a float, higher means "member".
 
 Files: CSV with a header holding at least ``member`` and ``score`` (other columns are ignored), or
-JSON Lines with the same keys. A bad row raises :class:`accountants.InputError` naming the file,
-the line number (1-based, the CSV header is line 1) and the column.
+JSON Lines with the same keys, in UTF-8 (a BOM is skipped; UTF-16 and Latin-1 are refused by
+name). A bad row raises :class:`accountants.InputError` naming the file, the line number (1-based,
+the CSV header is line 1) and the column. Files are streamed with bounds, so a hostile file costs
+bounded memory: lines of at most ``MAX_LINE`` characters, CSV fields of at most ``MAX_FIELD``,
+JSON records nested at most ``MAX_DEPTH`` deep, at most ``MAX_ROWS`` rows. Both designs need
+members and non-members (one-run: each canary is in with probability ½).
 
 **Non-finite scores.** NaN is rejected (it has no place in the order). ``+inf`` and ``-inf`` (a log
 of 0 or of 1 − 1) are valid: every bound here depends on the scores only through their order
@@ -17,6 +21,8 @@ of 0 or of 1 − 1) are valid: every bound here depends on the scores only throu
 mapped to a finite value above every finite score and ``-inf`` below every one, keeping ties
 among the infinities. The bounds are exactly those of the original scores; a reported threshold
 at or beyond the mapped value stands for ±inf (the result's ``nonfinite`` entry says where).
+Scores beyond ±1e300 (where a span of scores overflows) are all replaced by their dense ranks,
+which keeps order and ties exactly; ``nonfinite.note`` says so.
 
 >>> import numpy as np, accountants as acc
 >>> member = np.array([True, False] * 50)
@@ -28,12 +34,13 @@ at or beyond the mapped value stands for ±inf (the result's ``nonfinite`` entry
 
 from __future__ import annotations
 
+import array
 import csv
 import json
 import math
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -46,9 +53,17 @@ from accountants.events import DPSGD
 
 from . import comparator
 
-__all__ = ["DESIGNS", "audit_scores", "audit_scores_run", "audit_trainer", "map_nonfinite", "read_scores"]
+__all__ = ["DESIGNS", "audit_name", "audit_scores", "audit_scores_run", "audit_trainer", "check_out_folder",
+           "map_nonfinite", "read_scores"]
 
-DESIGNS = ("multi-run", "one-run")
+DESIGNS = ("multi_run", "one_run")  # canonical (result.json's "design"); '-' and '_' are the same
+
+
+def parse_design(value: Any, *, key: str = "design") -> str:
+    """The canonical design for any spelling (``multi-run``, ``multi_run``, ``one-run``, ...)."""
+    from .config import parse_choice
+
+    return parse_choice(value, DESIGNS, key=key)
 _TRUE, _FALSE = {"1", "true", "t", "yes"}, {"0", "false", "f", "no"}
 
 
@@ -59,90 +74,177 @@ def _member(value: Any, where: str) -> bool:
         return bool(value)
     if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
         return value.strip().lower() in _TRUE
-    raise InputError(f"{where}, column 'member': must be 0/1 or true/false; got {value!r}")
+    raise InputError(f"{where}, column 'member': must be 0/1 or true/false; got {value!r:.80}")
 
 
 def _score(value: Any, where: str) -> float:
     if isinstance(value, bool) or value is None:
-        raise InputError(f"{where}, column 'score': must be a number; got {value!r}")
+        raise InputError(f"{where}, column 'score': must be a number; got {value!r:.80}")
     try:
         x = float(value.strip() if isinstance(value, str) else value)
-    except (TypeError, ValueError):
-        raise InputError(f"{where}, column 'score': must be a number; got {value!r}") from None
+    except (TypeError, ValueError, OverflowError):
+        raise InputError(f"{where}, column 'score': must be a number; got {value!r:.80}") from None
     if math.isnan(x):
         raise InputError(f"{where}, column 'score': NaN is not a score (±inf are accepted; see audit.score)")
     return x
 
 
+MAX_ROWS = 10_000_000  # one row per training run or canary; 10^7 rows hold 90 MB here
+MAX_LINE = 1 << 20  # characters in one line of a score file (a row is a few dozen)
+MAX_FIELD = 131_072  # characters in one CSV field (csv's default limit)
+MAX_DEPTH = 32  # nesting of one JSON Lines record (a record is flat)
+
+
+def _lines(fh: Any, name: str) -> Iterator[str]:
+    """The lines of ``fh``, each read with a bound (a 2 GB file of NUL bytes is refused after MAX_LINE)."""
+    n = 0
+    while True:
+        line = fh.readline(MAX_LINE + 1)
+        if not line:
+            return
+        n += 1
+        if len(line) > MAX_LINE:
+            raise InputError(f"{name} line {n}: longer than {MAX_LINE} characters; a score file has one short row "
+                             "per trial or canary")
+        yield line
+
+
+def _open_text(p: Path) -> Any:
+    """``p`` opened as UTF-8 text (a UTF-8 BOM is skipped); UTF-16 or non-UTF-8 bytes are an InputError."""
+    with open(p, "rb") as fh:
+        head = fh.read(4)
+    if head[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        raise InputError(f"{p.name}: the file is UTF-16 encoded; save it as UTF-8")
+    return open(p, newline="", encoding="utf-8-sig", errors="strict")
+
+
+def _json_depth(text: str) -> int:
+    """Deepest nesting of brackets in a JSON text (strings skipped); bounds json.loads' recursion."""
+    depth = deepest = 0
+    in_str = esc = False
+    for ch in text:
+        if in_str:
+            esc, in_str = (False, True) if esc else (ch == "\\", ch != '"')
+        elif ch == '"':
+            in_str = True
+        elif ch in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in "]}":
+            depth -= 1
+    return deepest
+
+
+def _jsonl_rows(lines: Iterator[str], name: str) -> Iterator[tuple[str, Any, Any]]:
+    for n, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        where = f"{name} line {n}"
+        if line.count("[") + line.count("{") > MAX_DEPTH and _json_depth(line) > MAX_DEPTH:
+            raise InputError(f"{where}: nested more than {MAX_DEPTH} levels; a row is one flat JSON object")
+        try:  # json accepts Infinity/-Infinity (and NaN, rejected below)
+            rec = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"{where}: not a JSON object ({exc.msg})") from None
+        except ValueError as exc:  # e.g. an integer longer than sys.get_int_max_str_digits()
+            raise InputError(f"{where}: not a JSON object ({exc})") from None
+        if not isinstance(rec, dict):
+            raise InputError(f"{where}: must be a JSON object with keys 'member' and 'score'")
+        for key in ("member", "score"):
+            if key not in rec:
+                raise InputError(f"{where}, column {key!r}: missing")
+        yield where, rec["member"], rec["score"]
+
+
+def _csv_rows(lines: Iterator[str], name: str) -> Iterator[tuple[str, Any, Any]]:
+    reader = csv.reader(lines)
+    header = next(reader, None)
+    if header is None:
+        raise InputError(f"{name}: empty file; expected a header with columns 'member' and 'score'")
+    names = [h.strip().lower() for h in header]
+    for key in ("member", "score"):
+        if key not in names:
+            raise InputError(f"{name} line 1: the header has no column {key!r} (columns: {header[:20]!r:.200})")
+    im, isc = names.index("member"), names.index("score")
+    for row in reader:
+        if not row or all(not c.strip() for c in row):
+            continue
+        where = f"{name} line {reader.line_num}"
+        for key, i in (("member", im), ("score", isc)):
+            if i >= len(row) or not row[i].strip():
+                raise InputError(f"{where}, column {key!r}: missing")
+        yield where, row[im], row[isc]
+
+
 def read_scores(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
-    """(member bool array, score float array) from a ``.csv`` or ``.jsonl`` file (module doc)."""
+    """(member bool array, score float array) from a ``.csv`` or ``.jsonl`` file (module doc).
+
+    Streamed with bounds: UTF-8 (a BOM is allowed), lines of at most ``MAX_LINE`` characters, CSV
+    fields of at most ``MAX_FIELD``, JSON records nested at most ``MAX_DEPTH`` deep, at most
+    ``MAX_ROWS`` rows; anything else is an :class:`accountants.InputError` naming the file and line.
+    """
     p = Path(path)
-    if not p.is_file():
-        raise InputError(f"scores file {str(p)!r} does not exist")
-    member: list[bool] = []
-    score: list[float] = []
-    if p.suffix.lower() in (".jsonl", ".ndjson"):
-        for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), start=1):
-            if not line.strip():
-                continue
-            where = f"{p.name} line {n}"
-            try:  # json accepts Infinity/-Infinity (and NaN, rejected below)
-                rec = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise InputError(f"{where}: not a JSON object ({exc.msg})") from None
-            if not isinstance(rec, dict):
-                raise InputError(f"{where}: must be a JSON object with keys 'member' and 'score'")
-            for key in ("member", "score"):
-                if key not in rec:
-                    raise InputError(f"{where}, column {key!r}: missing")
-            member.append(_member(rec["member"], where))
-            score.append(_score(rec["score"], where))
-    else:
-        with open(p, newline="", encoding="utf-8") as fh:
-            reader = csv.reader(fh)
-            header = next(reader, None)
-            if header is None:
-                raise InputError(f"{p.name}: empty file; expected a header with columns 'member' and 'score'")
-            names = [h.strip().lower() for h in header]
-            for key in ("member", "score"):
-                if key not in names:
-                    raise InputError(f"{p.name} line 1: the header has no column {key!r} (columns: {header})")
-            im, isc = names.index("member"), names.index("score")
-            for row in reader:
-                n = reader.line_num
-                if not row or all(not c.strip() for c in row):
-                    continue
-                where = f"{p.name} line {n}"
-                for key, i in (("member", im), ("score", isc)):
-                    if i >= len(row) or not row[i].strip():
-                        raise InputError(f"{where}, column {key!r}: missing")
-                member.append(_member(row[im], where))
-                score.append(_score(row[isc], where))
+    try:
+        is_file = p.is_file()
+    except (OSError, ValueError):  # a name too long for the file system, a NUL byte
+        is_file = False
+    if not is_file:
+        raise InputError(f"scores file {str(p)[:200]!r} does not exist, is not a regular file or cannot be used as "
+                         "a file name")
+    member = bytearray()
+    score = array.array("d")
+    rows = _jsonl_rows if p.suffix.lower() in (".jsonl", ".ndjson") else _csv_rows
+    try:
+        with _open_text(p) as fh:
+            for where, m, s in rows(_lines(fh, p.name), p.name):
+                if len(score) >= MAX_ROWS:
+                    raise InputError(f"{p.name}: more than {MAX_ROWS} rows; dpaudit score reads at most {MAX_ROWS}")
+                member.append(_member(m, where))
+                score.append(_score(s, where))
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{p.name}: not UTF-8 text ({exc.reason}); save it as UTF-8 (Latin-1 and UTF-16 files "
+                         "are refused)") from None
+    except csv.Error as exc:  # e.g. "field larger than field limit (131072)"
+        raise InputError(f"{p.name}: not a valid CSV file ({exc}); a field may have at most {MAX_FIELD} "
+                         "characters") from None
     if not member:
         raise InputError(f"{p.name}: no rows; expected one row per trial (multi-run) or canary (one-run)")
-    return np.array(member, dtype=bool), np.array(score, dtype=np.float64)
+    return np.frombuffer(bytes(member), dtype=np.uint8).astype(bool), np.frombuffer(score, dtype=np.float64).copy()
+
+
+_HUGE = 1e300  # finite scores beyond ±1e300 leave no headroom for arithmetic on scores (spans, bins, axes)
 
 
 def map_nonfinite(score: np.ndarray) -> tuple[np.ndarray, dict[str, Any] | None]:
-    """Map +inf above and -inf below every finite score (ties kept); None when all are finite.
+    """Map +inf above and -inf below every finite score (ties kept); None when nothing was mapped.
 
-    Order-preserving, so every rank-based bound is unchanged (module doc). NaN must be rejected first.
+    Order-preserving, so every rank-based bound is unchanged (module doc). Scores beyond ±1e300
+    (where a span of scores overflows) are all replaced by their dense ranks, which keeps the order
+    and the ties exactly. NaN must be rejected first.
     """
     s = np.asarray(score, dtype=np.float64)
     if np.isnan(s).any():
         raise InputError("score must not hold NaN")
     pos, neg = np.isposinf(s), np.isneginf(s)
-    if not (pos.any() or neg.any()):
-        return s, None
     fin = s[np.isfinite(s)]
     lo, hi = (float(fin.min()), float(fin.max())) if fin.size else (0.0, 0.0)
-    gap = max(1.0, hi - lo)
-    plus, minus = hi + gap, lo - gap
-    out = s.copy()
-    out[pos], out[neg] = plus, minus
+    huge = max(abs(lo), abs(hi)) > _HUGE
+    if not (pos.any() or neg.any() or huge):
+        return s, None
+    if not huge:
+        gap = max(1.0, hi - lo)
+        plus, minus = hi + gap, lo - gap
+        out = s.copy()
+        out[pos], out[neg] = plus, minus
+        how = f"+inf scores were ranked as {plus:g} and -inf as {minus:g} (above/below every finite score)"
+    else:
+        _, rank = np.unique(s, return_inverse=True)
+        out = rank.reshape(s.shape).astype(np.float64)
+        plus, minus = float(out.max()), float(out.min())
+        how = (f"scores reach beyond ±{_HUGE:g}, so every score was replaced by its dense rank (0 = the lowest"
+               + (f"; +inf as {plus:g}" if pos.any() else "") + (f"; -inf as {minus:g}" if neg.any() else "") + ")")
     return out, {"pos_inf": int(pos.sum()), "neg_inf": int(neg.sum()), "pos_inf_as": plus, "neg_inf_as": minus,
-                 "note": f"+inf scores were ranked as {plus:g} and -inf as {minus:g} (above/below every finite "
-                         "score); the bounds depend on the order only, so they are those of the original scores"}
+                 "note": f"{how}; the bounds depend on the order only, so they are those of the original scores"}
 
 
 def _arrays(data: Any) -> tuple[np.ndarray, np.ndarray, str]:
@@ -170,19 +272,17 @@ def _arrays(data: Any) -> tuple[np.ndarray, np.ndarray, str]:
     raise InputTypeError("scores must be a path to a .csv/.jsonl file or a mapping with 'member' and 'score'")
 
 
-def audit_scores(data: Any, spec: DPSGD, *, delta: float, significance: float = 0.05, design: str = "multi-run",
+def audit_scores(data: Any, spec: DPSGD, *, delta: float, significance: float = 0.05, design: str = "multi_run",
                  claim_epsilon: float | None = None, out: str | Path | None = None,
                  name: str | None = None) -> dict[str, Any]:
-    """The JSON form (``dpaudit.result/2``, ``result.json``'s object) of :func:`audit_scores_run`, with
-    ``nonfinite`` in the audit."""
-    run, nonfinite = audit_scores_run(data, spec, delta=delta, significance=significance, design=design,
-                                      claim_epsilon=claim_epsilon, out=out, name=name)
-    result = run.to_json()
-    result["audits"][0]["nonfinite"] = nonfinite
-    return result
+    """The JSON form (``dpaudit.result/2``, ``result.json``'s object, read back by
+    :meth:`audit.model.RunResult.from_json`) of :func:`audit_scores_run`; ``nonfinite`` is in the audit."""
+    run, _ = audit_scores_run(data, spec, delta=delta, significance=significance, design=design,
+                              claim_epsilon=claim_epsilon, out=out, name=name)
+    return run.to_json()
 
 
-def audit_scores_run(data: Any, spec: DPSGD, *, delta: float, significance: float = 0.05, design: str = "multi-run",
+def audit_scores_run(data: Any, spec: DPSGD, *, delta: float, significance: float = 0.05, design: str = "multi_run",
                      claim_epsilon: float | None = None, out: str | Path | None = None,
                      name: str | None = None) -> tuple[Any, dict[str, Any] | None]:
     """Audit membership scores against the claimed ``spec``; returns (:class:`audit.model.RunResult`, the
@@ -193,8 +293,8 @@ def audit_scores_run(data: Any, spec: DPSGD, *, delta: float, significance: floa
         spec: the claimed DP-SGD description (its accountant bounds and curves are the claim).
         delta: δ of every ε.
         significance: s; ε_lower and the violation test hold at 1 − s.
-        design: "multi-run" (one row per independent training run; Clopper–Pearson boxes, the
-            box-below-curve violation test) or "one-run" (rows are the canaries of one run;
+        design: "multi_run" (one row per independent training run; Clopper–Pearson boxes, the
+            box-below-curve violation test) or "one_run" (rows are the canaries of one run;
             Steinke et al. 2023 bound, violation when ε_lower exceeds the accountant's ε).
         claim_epsilon: also decide the claim (ε, δ) as ``dpaudit check`` does (None: no claim).
         out: write result.json, report.md, report.html and figures/ there.
@@ -210,18 +310,19 @@ def audit_scores_run(data: Any, spec: DPSGD, *, delta: float, significance: floa
     from . import model, runs
 
     t0 = time.perf_counter()
-    if design not in DESIGNS:
-        raise InputError(f"design must be one of {list(DESIGNS)}; got {design!r}")
+    design = parse_design(design)
     if not isinstance(spec, DPSGD):
         raise InputTypeError(f"spec must be an accountants.DPSGD; got {type(spec).__name__}")
+    if out is not None:
+        check_out_folder(out)
     member, raw, label = _arrays(data)
     score, nonfinite = map_nonfinite(raw)
-    if design == "multi-run" and (member.all() or not member.any()):
-        raise InputError(f"the multi-run design needs rows with member 1 and rows with member 0; got "
+    if member.all() or not member.any():  # one-run: each canary is in with probability ½, so both occur
+        raise InputError(f"the {design} design needs rows with member 1 and rows with member 0; got "
                          f"{int(member.sum())} members of {member.size}")
     s = float(significance)
     curves = comparator.analytical_curves(spec, delta)
-    if design == "multi-run":
+    if design == "multi_run":
         cmp = comparator.compare_membership(score[member], score[~member], spec, delta=delta, significance=s,
                                             curves=curves)
     else:
@@ -230,7 +331,7 @@ def audit_scores_run(data: Any, spec: DPSGD, *, delta: float, significance: floa
     f = runs._finite
     sc = torch.as_tensor(score)
     fields: dict[str, Any] = dict(
-        name=model.check_name(name or label.replace(" ", "_")), design=design.replace("-", "_"),
+        name=model.check_name(name or audit_name(label)), design=design,
         threat_model="user", score="user", canary="user", fault="none", spec=spec, significance=s, delta=delta,
         seed=0, trials=int(member.size), epsilon_rdp=f(curves.epsilon_rdp), epsilon_tight=f(curves.epsilon_tight),
         epsilon_tight_lower=f(curves.epsilon_tight_lower), accountant_notes=tuple(curves.notes),
@@ -246,7 +347,8 @@ def audit_scores_run(data: Any, spec: DPSGD, *, delta: float, significance: floa
         roc=model.Roc(tuple(cmp.points.roc_fpr.tolist()), tuple(cmp.points.roc_tpr.tolist())) if cmp.points else None,
         histogram=runs._histogram("user", sc[member].numpy(), sc[~member].numpy(), ("canary in", "canary out")),
         runtime_s=model.Runtime(0.0, round(time.perf_counter() - t0, 2)),
-        one_run_statistics=runs.one_run_statistics(cmp, None) if design != "multi-run" else (),
+        one_run_statistics=runs.one_run_statistics(cmp, None) if design != "multi_run" else (),
+        nonfinite=model.NonFinite(**nonfinite) if nonfinite is not None else None,
     )
     if claim_epsilon is not None:
         chk = _claim(cmp, member, score, spec, float(claim_epsilon), delta, s, design)
@@ -260,16 +362,36 @@ def audit_scores_run(data: Any, spec: DPSGD, *, delta: float, significance: floa
 
         folder = Path(out)
         folder.mkdir(parents=True, exist_ok=True)
-        (folder / runs.RESULT_FILE).write_text(model.dumps(run), encoding="utf-8")
-        report.render(folder, run)
+        with runs.lock(folder):
+            check_out_folder(folder)  # another process may have written here since the check above
+            (folder / runs.RESULT_FILE).write_text(model.dumps(run), encoding="utf-8")
+            report.render(folder, run)
     return run, nonfinite
+
+
+def audit_name(label: str) -> str:
+    """A valid audit name (:func:`audit.model.check_name`) from any file name: other characters become ``_``."""
+    name = re.sub(r"[^A-Za-z0-9_.-]", "_", label).lstrip(".")[-64:].lstrip(".")
+    return name or "scores"
+
+
+def check_out_folder(out: str | Path) -> None:
+    """Refuse an ``out`` that is a file or already holds a run (never replace a result silently)."""
+    from .runs import CONFIG_FILE, RESULT_FILE
+
+    p = Path(out)
+    if p.exists() and not p.is_dir():
+        raise InputError(f"--out {str(out)[:200]!r} exists and is not a folder")
+    held = [f for f in (RESULT_FILE, CONFIG_FILE, "audits") if (p / f).exists()]
+    if held:
+        raise InputError(f"--out {str(out)[:200]!r} already holds a run ({held[0]}); choose another folder")
 
 
 def _claim(cmp, member, score, spec, eps_claim, delta, s, design) -> dict[str, Any]:
     """Does the claim (ε, δ) hold, by the accountant and by the scores? (as ``dpaudit check``)"""
     acc_eps = cmp.curves.epsilon_best
     accountant_ok = acc_eps is not None and acc_eps <= eps_claim * (1 + 1e-9)
-    if design == "multi-run":
+    if design == "multi_run":
         lb = cmp.epsilon_lower.value
         claim_curve = acc.TradeOff.from_dp_pairs(torch.tensor([eps_claim]), torch.tensor([delta]))
         v = comparator.violation_test(cmp.points, claim_curve, against=f"claim (eps={eps_claim:.4g}, delta={delta:g})")

@@ -109,6 +109,46 @@ def _unrestricted(mechanism: Gaussian | Laplace | DPSGD, divergence: str, orders
     return out
 
 
+# The domain where the quadrature and the Newton solver were fuzzed clean (no NaN, no restricted value above
+# the unrestricted one; tests/accountants/test_capacity.py): outside it they produced NaN, negative values,
+# ZeroDivisionError (σ = 1e-300) and OverflowError (σ = 1e300), so it is refused by name instead.
+SCALE_RANGE = (0.03, 1e4)  # σ (Gaussian, DP-SGD noise multiplier) and b (Laplace), sensitivity 1
+RATE_MIN = 1e-6  # DP-SGD sample rate
+ORDER_MAX = 1e3  # Rényi order
+
+
+def _check_domain(mechanism: Gaussian | Laplace | DPSGD, orders: Tensor | None) -> None:
+    """InputError naming the parameter outside the domain where the values are numerically reliable."""
+    lo, hi = SCALE_RANGE
+    name, scale = (("sigma", mechanism.sigma) if isinstance(mechanism, Gaussian) else
+                   ("b", mechanism.b) if isinstance(mechanism, Laplace) else
+                   ("noise_multiplier", mechanism.noise_multiplier))
+    if not lo <= scale <= hi:
+        raise InputError(f"{name} must be in [{lo:g}, {hi:g}] for restricted divergences (the solver is not "
+                         f"reliable outside); got {scale!r}")
+    if isinstance(mechanism, DPSGD) and isinstance(mechanism.sampling, Poisson) \
+            and mechanism.sampling.rate < RATE_MIN:
+        raise InputError(f"sample_rate must be in [{RATE_MIN:g}, 1] for restricted divergences; got "
+                         f"{mechanism.sampling.rate!r}")
+    if orders is not None and bool((orders > ORDER_MAX).any()):
+        raise InputError(f"orders must be in (1, {ORDER_MAX:g}] for restricted divergences; got "
+                         f"{float(orders.max())!r}")
+
+
+def _check_result(restricted: dict[str, Tensor], unrestricted: Tensor) -> dict[str, Tensor]:
+    """Restricted values clipped at 0 (a constant test gives 0, so the supremum is ≥ 0; rounding gives −2e-16);
+    UnsupportedError when a value is NaN or above the unrestricted one beyond rounding (a solver failure: never
+    a wrong number)."""
+    out = {}
+    for c, v in restricted.items():
+        bad = torch.isnan(v) | (v > unrestricted * (1 + 1e-6) + 1e-12) | torch.isnan(unrestricted)
+        if bool(bad.any()):
+            raise UnsupportedError(f"restricted {c} divergence: the solver did not reach a reliable value here "
+                                   "(NaN, or above the unrestricted divergence); try an order or scale nearer 1")
+        out[c] = torch.clamp(v, min=0.0)
+    return out
+
+
 def capacity_divergences(mechanism: Gaussian | Laplace | DPSGD,
                          function_classes: str | Polynomial | Sequence[str | Polynomial] = ("linear",),
                          divergence: str = "renyi", orders: Tensor | float | None = None) -> CapacityResult:
@@ -127,6 +167,11 @@ def capacity_divergences(mechanism: Gaussian | Laplace | DPSGD,
 
     Returns:
         :class:`CapacityResult`. Never convert its numbers to (ε, δ) or trade-off curves.
+
+    Raises:
+        InputError: σ or b outside ``SCALE_RANGE``, a sample rate below ``RATE_MIN``, an order above
+            ``ORDER_MAX`` (where the solver was found unreliable).
+        UnsupportedError: the solver gave NaN or a restricted value above the unrestricted one.
     """
     if divergence not in ("kl", "renyi"):
         raise InputError(f"divergence must be 'kl' or 'renyi'; got {divergence!r}")
@@ -143,6 +188,7 @@ def capacity_divergences(mechanism: Gaussian | Laplace | DPSGD,
         if orders is not None:
             raise InputError("orders must be None for divergence='kl'")
         orders_t = None
+    _check_domain(mechanism, orders_t)
     pairs = mechanism_pairs(mechanism)
     symmetric = not isinstance(mechanism, DPSGD)
     by_class: dict[str, dict[str, Tensor]] = {}
@@ -158,7 +204,8 @@ def capacity_divergences(mechanism: Gaussian | Laplace | DPSGD,
             per[d] = rv.value
         by_class[fc.name] = per
     unres = _unrestricted(mechanism, divergence, orders_t)
-    restricted = {c: torch.maximum(v[WITH_WITHOUT], v[WITHOUT_WITH]) for c, v in by_class.items()}
-    return CapacityResult(divergence, orders_t, restricted,
-                          torch.maximum(unres[WITH_WITHOUT], unres[WITHOUT_WITH]),
+    unres_max = torch.maximum(unres[WITH_WITHOUT], unres[WITHOUT_WITH])
+    restricted = _check_result({c: torch.maximum(v[WITH_WITHOUT], v[WITHOUT_WITH]) for c, v in by_class.items()},
+                               unres_max)
+    return CapacityResult(divergence, orders_t, restricted, unres_max,
                           {"restricted": by_class, "unrestricted": unres}, conv)

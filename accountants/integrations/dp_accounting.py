@@ -36,6 +36,9 @@ from __future__ import annotations
 
 import json
 import math
+import numbers
+import os
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -87,16 +90,22 @@ Description = DPSGD | Composed | Laplace | WithLaplace
 # ----------------------------------------------------------------------------------- reading
 
 
-def _as_tree(event: Any) -> Any:
-    """A dp_accounting event, its named tuple, or its JSON object → nested plain dicts."""
+MAX_DEPTH = 64  # nesting of events; dp_accounting's own trees are a few levels deep
+MAX_BYTES = 16 * 2**20  # an event file is a description, not data: 16 MiB holds ~10^5 events
+
+
+def _as_tree(event: Any, depth: int = 0) -> Any:
+    """A dp_accounting event, its named tuple, or its JSON object → nested plain dicts (at most MAX_DEPTH deep)."""
+    if depth > MAX_DEPTH:
+        raise InputError(f"the event is nested more than {MAX_DEPTH} levels deep; dpaudit reads at most {MAX_DEPTH}")
     if hasattr(event, "to_named_tuple") and not isinstance(event, Mapping):
         event = event.to_named_tuple()
     if isinstance(event, tuple) and hasattr(event, "_asdict"):
-        return {k: _as_tree(v) for k, v in event._asdict().items()}
+        return {k: _as_tree(v, depth + 1) for k, v in event._asdict().items()}
     if isinstance(event, Mapping):
-        return {str(k): _as_tree(v) for k, v in event.items()}
+        return {str(k): _as_tree(v, depth + 1) for k, v in event.items()}
     if isinstance(event, (list, tuple)):
-        return [_as_tree(v) for v in event]
+        return [_as_tree(v, depth + 1) for v in event]
     if isinstance(event, bytes):
         return event.decode()
     return event
@@ -108,88 +117,118 @@ def _field(node: dict[str, Any], key: str, where: str) -> Any:
     return node[key]
 
 
+def _whole(node: dict[str, Any], key: str, where: str, low: int) -> int:
+    """An integer field >= ``low`` (a bool, a float such as 1.5 or a string such as "10" is refused, never cast)."""
+    value = _field(node, key, where)
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise InputTypeError(f"{where}.{key} must be a whole number >= {low}; got {value!r:.80}")
+    if value < low:
+        raise InputError(f"{where}.{key} must be a whole number >= {low}; got {value!r:.80}")
+    return int(value)
+
+
+def _real(node: dict[str, Any], key: str, where: str, *, low: float, high: float = math.inf,
+          low_open: bool = True) -> float:
+    """A number field in (low, high] (``low_open``) or [low, high]; a bool or a string is refused, NaN too."""
+    value = _field(node, key, where)
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise InputTypeError(f"{where}.{key} must be a number; got {value!r:.80}")
+    x = float(value)
+    bracket = "(" if low_open else "["
+    if math.isnan(x) or x > high or x < low or (low_open and x == low):
+        raise InputError(f"{where}.{key} must be in {bracket}{low:g}, {high:g}]; got {value!r:.80}")
+    return x
+
+
 def _gaussian_sigma(node: Any, where: str, parent: str) -> float:
     """σ of a Gaussian event, or of a composition of Gaussians on the same sample (Σσᵢ⁻² = σ⁻²)."""
-    name = node.get("class_name") if isinstance(node, dict) else type(node).__name__
-    if name == "GaussianDpEvent":
-        return float(_field(node, "noise_multiplier", where))
+    if not isinstance(node, dict):
+        raise InputTypeError(f"{where} must be a dp_accounting event (an object with class_name); got {node!r:.80}")
+    name = node.get("class_name")
+    if name == "GaussianDpEvent":  # σ = inf releases nothing (its σ⁻² is 0)
+        return _real(node, "noise_multiplier", where, low=0.0)
     if name == "SelfComposedDpEvent":
-        count = int(_field(node, "count", where))
-        if count <= 0:
-            return math.inf
-        return _gaussian_sigma(_field(node, "event", where), f"{where}.event", parent) / math.sqrt(count)
+        count = _whole(node, "count", where, 0)
+        sigma = _gaussian_sigma(_field(node, "event", where), f"{where}.event", parent)
+        return math.inf if count == 0 else sigma / math.sqrt(count)
     if name == "ComposedDpEvent":
-        inv = sum(_gaussian_sigma(e, f"{where}.events[{i}]", parent) ** -2.0
-                  for i, e in enumerate(_field(node, "events", where)))
+        events = _field(node, "events", where)
+        if not isinstance(events, list):
+            raise InputTypeError(f"{where}.events must be a list")
+        inv = math.fsum(_gaussian_sigma(e, f"{where}.events[{i}]", parent) ** -2.0 for i, e in enumerate(events))
         return math.inf if inv == 0 else inv ** -0.5
     raise UnsupportedError(f"{where} is a {name} inside a {parent}: dpaudit accounts sampled Gaussian events only")
 
 
 @dataclass
 class _Acc:
-    parts: list[DPSGD]
-    laplace: list[tuple[Laplace, int]]
+    """Steps per (σ, sampling) and applications per Laplace scale. Composition commutes, so a repeated
+    event multiplies counts (SelfComposed(e, k) costs O(size of e), never O(k))."""
+
+    steps: dict[tuple[float, Any], int]
+    laplace: dict[float, int]
+
+    @staticmethod
+    def one(sigma: float, sampling: Any) -> _Acc:
+        return _Acc({(sigma, sampling): 1}, {})
 
     def times(self, k: int) -> _Acc:
-        return _Acc(self.parts * k, [(m, c * k) for m, c in self.laplace])
+        return _Acc({key: c * k for key, c in self.steps.items() if c * k},
+                    {b: c * k for b, c in self.laplace.items() if c * k})
 
     def extend(self, other: _Acc) -> None:
-        self.parts.extend(other.parts)
-        self.laplace.extend(other.laplace)
+        for key, c in other.steps.items():
+            self.steps[key] = self.steps.get(key, 0) + c
+        for b, c in other.laplace.items():
+            self.laplace[b] = self.laplace.get(b, 0) + c
 
 
-def _walk(node: Any, where: str, rel: Neighbouring) -> _Acc:
+def _walk(node: Any, where: str, depth: int = 0) -> _Acc:
+    if depth > MAX_DEPTH:
+        raise InputError(f"the event is nested more than {MAX_DEPTH} levels deep; dpaudit reads at most {MAX_DEPTH}")
     if not isinstance(node, dict) or "class_name" not in node:
         raise InputTypeError(f"{where} must be a dp_accounting event (an object with class_name); got {node!r:.80}")
     name = node["class_name"]
     match name:
         case "GaussianDpEvent":
-            return _Acc([DPSGD(_gaussian_sigma(node, where, "root"), Poisson(1.0), 1, rel)], [])
+            sigma = _gaussian_sigma(node, where, "root")
+            return _Acc({}, {}) if math.isinf(sigma) else _Acc.one(sigma, Poisson(1.0))
         case "PoissonSampledDpEvent":
-            q = float(_field(node, "sampling_probability", where))
+            q = _real(node, "sampling_probability", where, low=0.0, high=1.0, low_open=False)
             sigma = _gaussian_sigma(_field(node, "event", where), f"{where}.event", name)
             if q == 0.0 or math.isinf(sigma):  # nothing is released about anyone
-                return _Acc([], [])
-            return _Acc([DPSGD(sigma, Poisson(q), 1, rel)], [])
+                return _Acc({}, {})
+            return _Acc.one(sigma, Poisson(q))
         case "SampledWithoutReplacementDpEvent" | "SampledWithReplacementDpEvent":
             sigma = _gaussian_sigma(_field(node, "event", where), f"{where}.event", name)
+            b, n = _whole(node, "sample_size", where, 1), _whole(node, "source_dataset_size", where, 1)
             if math.isinf(sigma):
-                return _Acc([], [])
-            b, n = int(_field(node, "sample_size", where)), int(_field(node, "source_dataset_size", where))
-            sampling = FixedSize(b, n, replace=name == "SampledWithReplacementDpEvent")
-            return _Acc([DPSGD(sigma, sampling, 1, rel)], [])
+                return _Acc({}, {})
+            return _Acc.one(sigma, FixedSize(b, n, replace=name == "SampledWithReplacementDpEvent"))
         case "LaplaceDpEvent":
-            return _Acc([], [(Laplace(float(_field(node, "noise_multiplier", where))), 1)])
+            b = _real(node, "noise_multiplier", where, low=0.0)
+            return _Acc({}, {}) if math.isinf(b) else _Acc({}, {b: 1})
         case "NoOpDpEvent":
-            return _Acc([], [])
+            return _Acc({}, {})
         case "SelfComposedDpEvent":
-            count = _field(node, "count", where)
-            if isinstance(count, bool) or not isinstance(count, int) or count < 0:
-                raise InputError(f"{where}.count must be a whole number >= 0; got {count!r}")
-            return _walk(_field(node, "event", where), f"{where}.event", rel).times(count)
+            count = _whole(node, "count", where, 0)
+            return _walk(_field(node, "event", where), f"{where}.event", depth + 1).times(count)
         case "ComposedDpEvent":
             events = _field(node, "events", where)
             if not isinstance(events, list):
                 raise InputTypeError(f"{where}.events must be a list")
-            acc = _Acc([], [])
+            acc = _Acc({}, {})
             for i, e in enumerate(events):
-                acc.extend(_walk(e, f"{where}.events[{i}]", rel))
+                acc.extend(_walk(e, f"{where}.events[{i}]", depth + 1))
             return acc
-    raise UnsupportedError(f"{where} is a {name}, which has no dpaudit equivalent")
-
-
-def _merge(parts: list[DPSGD]) -> tuple[DPSGD, ...]:
-    out: list[DPSGD] = []
-    for p in parts:
-        if out and out[-1].noise_multiplier == p.noise_multiplier and out[-1].sampling == p.sampling:
-            out[-1] = out[-1].with_steps(out[-1].steps + p.steps)
-        else:
-            out.append(p)
-    return tuple(out)
+    raise UnsupportedError(f"{where} is a {str(name)[:80]}, which has no dpaudit equivalent")
 
 
 def from_dp_event(event: Any, *, neighbouring: str | Neighbouring = "add_remove") -> Description:
     """The dpaudit description of a dp_accounting event, named tuple or JSON object.
+
+    Repeated events are composed by count (composition commutes): parts with the same σ and
+    sampling are merged into one ``DPSGD`` with the summed steps, in order of first appearance.
 
     Args:
         event: a ``dp_accounting.DpEvent``, its ``to_named_tuple()``, or the JSON object of it.
@@ -200,15 +239,14 @@ def from_dp_event(event: Any, *, neighbouring: str | Neighbouring = "add_remove"
         :class:`WithLaplace`.
 
     Raises:
+        InputError: a field of the wrong kind or out of range (its path in the tree), or nesting
+            deeper than ``MAX_DEPTH``.
         UnsupportedError: naming the sub-event (its path in the tree) that has no dpaudit equivalent.
     """
     rel = Neighbouring.parse(neighbouring)
-    acc = _walk(_as_tree(event), "event", rel)
-    parts = _merge(acc.parts)
-    laplace: dict[float, int] = {}
-    for m, c in acc.laplace:
-        laplace[m.b] = laplace.get(m.b, 0) + c
-    laplace_items = tuple((Laplace(b), c) for b, c in laplace.items() if c > 0)
+    acc = _walk(_as_tree(event), "event")
+    parts = tuple(DPSGD(sigma, sampling, steps, rel) for (sigma, sampling), steps in acc.steps.items())
+    laplace_items = tuple((Laplace(b), c) for b, c in acc.laplace.items())
     if laplace_items:
         if rel is not Neighbouring.ADD_REMOVE:
             raise UnsupportedError("LaplaceDpEvent: dpaudit accounts Laplace events under add_remove only")
@@ -220,14 +258,46 @@ def from_dp_event(event: Any, *, neighbouring: str | Neighbouring = "add_remove"
     return Composed(parts)
 
 
-def load_dp_event(path: str | Path, *, neighbouring: str | Neighbouring = "add_remove") -> Description:
-    """Read the JSON form of a dp_accounting event (see the module docstring) from ``path``."""
+def _read_event_file(path: str | Path) -> bytes:
+    """The bytes of a regular file of at most MAX_BYTES (a FIFO, a device or /dev/zero is refused unread)."""
     try:
-        data = json.loads(Path(path).read_text())
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except OSError as e:
-        raise InputError(f"--dp-event: cannot read {path}: {e.strerror}") from None
+        raise InputError(f"--dp-event: cannot read {str(path)[:200]!r}: {e.strerror}") from None
+    with os.fdopen(fd, "rb") as fh:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise InputError(f"--dp-event: {str(path)[:200]!r} is not a regular file")
+        if info.st_size > MAX_BYTES:
+            raise InputError(f"--dp-event: {str(path)[:200]!r} has {info.st_size} bytes; an event file may have at "
+                             f"most {MAX_BYTES}")
+        data = fh.read(MAX_BYTES + 1)
+    if len(data) > MAX_BYTES:  # grew while read
+        raise InputError(f"--dp-event: {str(path)[:200]!r} has more than {MAX_BYTES} bytes")
+    return data
+
+
+def load_dp_event(path: str | Path, *, neighbouring: str | Neighbouring = "add_remove") -> Description:
+    """Read the JSON form of a dp_accounting event (see the module docstring) from ``path``.
+
+    Raises:
+        InputError: the file is not a regular file of at most ``MAX_BYTES`` of UTF-8 JSON, or
+            its event is malformed (:func:`from_dp_event`).
+    """
+    raw = _read_event_file(path)
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise InputError(f"--dp-event: {str(path)[:200]!r} is not UTF-8 text (byte {e.start})") from None
+    try:
+        data = json.loads(text)
     except json.JSONDecodeError as e:
-        raise InputError(f"--dp-event: {path} is not JSON ({e.msg} at line {e.lineno})") from None
+        raise InputError(f"--dp-event: {str(path)[:200]!r} is not JSON ({e.msg} at line {e.lineno})") from None
+    except RecursionError:
+        raise InputError(f"--dp-event: {str(path)[:200]!r} is nested too deeply; dpaudit reads events at most "
+                         f"{MAX_DEPTH} levels deep") from None
+    except ValueError as e:  # e.g. an integer of more than sys.get_int_max_str_digits() digits
+        raise InputError(f"--dp-event: {str(path)[:200]!r} is not valid JSON ({e})") from None
     return from_dp_event(data, neighbouring=neighbouring)
 
 

@@ -64,22 +64,28 @@ def check_output_file(path: str, flag: str) -> None:
 
 
 def run(args: Any) -> int:
-    if not Path(args.claims).is_file():
-        raise InputError(f"CLAIMS.toml {args.claims!r} does not exist")
+    try:
+        is_file = Path(args.claims).is_file()
+    except (OSError, ValueError):  # a name too long for the file system, a NUL byte
+        is_file = False
+    if not is_file:
+        raise InputError(f"CLAIMS.toml {args.claims[:200]!r} does not exist (or cannot be used as a file name)")
     if args.junit:
         check_output_file(args.junit, "--junit")
     with tempfile.TemporaryDirectory(prefix="dpaudit-check-") as tmp:
         out = args.out if args.out is not None else Path(tmp) / "run"
-        folder, result = runs.execute(args.claims, out, resume=args.resume, progress=False, claim=True,
-                                        backend=backends.from_args(args), memory_gb=args.memory_gb, device=args.device)
-        if args.out is not None:
-            report.render(folder, result)
+        _, result = runs.execute(args.claims, out, resume=args.resume, progress=False, claim=True,
+                                        backend=backends.from_args(args), memory_gb=args.memory_gb, device=args.device,
+                                        finish=report.render if args.out is not None else None)
     print(report.summary_table(result))
     if args.junit:
         _junit(result, args.junit)
     for a in result.audits:
         c = a.claim
+        if c is None:  # a reconstruction game decides no (ε, δ) claim: its violation test is its verdict
+            print(f"{a.name}: {a.violation.message}", file=sys.stderr if a.violation.violated else sys.stdout)
+            continue
         print(f"{a.name}: claim (epsilon={c.epsilon:.4g}, delta={c.delta:g}) {'holds' if c.holds else 'VIOLATED'}")
         for r in c.reasons:
             print(f"  - {r}", file=sys.stderr if not c.holds else sys.stdout)
-    return 0 if result.claim.holds else 1
+    return 0 if (result.claim is None or result.claim.holds) and not result.violation else 1

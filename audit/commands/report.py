@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
-from .. import model, report
+from .. import model, report, runs
 
 
 def add_parser(sub: Any) -> None:
@@ -15,7 +16,8 @@ def add_parser(sub: Any) -> None:
 
 def run(args: Any) -> int:
     result = model.load_result(args.run_dir)  # validated (names included) before anything is written
-    paths = report.render(args.run_dir, result)
+    with runs.lock(Path(args.run_dir)):  # never beside a run (or resume) still writing this folder
+        paths = report.render(args.run_dir, result)
     print(report.summary_table(result))
     print(f"\nreport: {paths['html']}")
     return 0

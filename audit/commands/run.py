@@ -36,9 +36,10 @@ def run(args: Any) -> int:
     if args.resume and args.out is None:
         raise InputError("--resume needs --out runs/NAME (the folder to continue)")
     t0 = time.perf_counter()
-    folder, result = runs.execute(args.config, args.out, resume=args.resume, progress=not args.quiet,
-                                  backend=backends.from_args(args), memory_gb=args.memory_gb, device=args.device)
-    paths = report.render(folder, result)
+    paths: dict = {}  # the report is written while the run folder is still locked
+    _, result = runs.execute(args.config, args.out, resume=args.resume, progress=not args.quiet,
+                                  backend=backends.from_args(args), memory_gb=args.memory_gb, device=args.device,
+                                  finish=lambda f, r: paths.update(report.render(f, r)))
     print(report.summary_table(result))
     print(f"\nreport: {paths['html']}  ({paths['markdown']}, {paths['json']}); {time.perf_counter() - t0:.0f} s")
     if result.violation:

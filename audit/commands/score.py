@@ -15,10 +15,12 @@ from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
 import accountants as acc
+from accountants import describe
 
 from .. import report
 from .. import score as score_mod
-from .account import spec_from_args
+from .account import _neighbouring, _sampling, spec_from_args
+from .check import check_output_file
 
 JSON_FORMAT = "dpaudit.score/1"
 
@@ -39,17 +41,20 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--noise-multiplier", type=float, required=True, metavar="S", help="noise std / clip norm (> 0)")
     p.add_argument("--steps", type=int, required=True, metavar="T", help="number of steps (>= 1)")
     p.add_argument("--delta", type=float, required=True, metavar="D", help="delta of every epsilon, in (0, 1)")
-    p.add_argument("--sampling", choices=["poisson", "fixed-wor", "fixed-wr"], default="poisson")
+    p.add_argument("--sampling", type=_sampling, choices=list(describe.SAMPLING_KINDS), default="poisson",
+                   help="sampling kind, as for 'dpaudit account' (aliases: fixed-size = fixed_wor; '-' and '_' are "
+                        "the same)")
     p.add_argument("--sample-rate", type=float, metavar="Q", help="Poisson inclusion probability in (0, 1]")
     p.add_argument("--batch-size", type=int, metavar="B", help="fixed-size batch size")
     p.add_argument("--dataset-size", type=int, metavar="N", help="dataset size")
-    p.add_argument("--neighbouring", choices=["add-remove", "replace-one"], default="add-remove")
+    p.add_argument("--neighbouring", type=_neighbouring, choices=list(describe.NEIGHBOURING_NAMES),
+                   default="add_remove")
     p.add_argument("--group-size", type=int, default=1, metavar="K", help="records protected together (>= 1)")
     p.add_argument("--epsilon", type=float, default=None, metavar="E",
                    help="also decide the claim (E, D) as 'dpaudit check' does")
     p.add_argument("--significance", type=float, default=0.05, metavar="S",
                    help="the lower bound and the violation test hold at 1 - S (default 0.05)")
-    p.add_argument("--design", choices=list(score_mod.DESIGNS), default="multi-run",
+    p.add_argument("--design", type=score_mod.parse_design, choices=list(score_mod.DESIGNS), default="multi_run",
                    help="multi-run: one row per independent training run; one-run: the canaries of one run")
     p.add_argument("--out", default=None, metavar="DIR", help="write result.json, report.md, report.html there")
     p.add_argument("--json", action="store_true", help=f"print one JSON object (format {JSON_FORMAT})")
@@ -73,12 +78,15 @@ def _junit(result: dict[str, Any], path: str) -> None:
 def run(args: argparse.Namespace) -> int:
     args.method = "rdp"
     spec: acc.DPSGD = spec_from_args(args)
-    run_result, nonfinite = score_mod.audit_scores_run(args.scores, spec, delta=args.delta,
+    if args.junit:  # output paths are checked before the audit, as `check` does (exit 2, nothing written)
+        check_output_file(args.junit, "--junit")
+    if args.out is not None:
+        score_mod.check_out_folder(args.out)
+    run_result, _ = score_mod.audit_scores_run(args.scores, spec, delta=args.delta,
                                                        significance=args.significance, design=args.design,
                                                        claim_epsilon=args.epsilon, out=args.out)
     result = run_result.to_json()
     a = result["audits"][0]
-    a["nonfinite"] = nonfinite
     failed = result["violation"] or (result["claim"] is not None and not result["claim"]["holds"])
     if args.junit:
         _junit(result, args.junit)

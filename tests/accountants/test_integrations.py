@@ -367,3 +367,101 @@ def test_docs_recipes_run_as_written(capsys):
     out = capsys.readouterr().out.splitlines()
     assert out[0] == "0.0" and out[1].startswith("DPSGD(noise_multiplier=1.1")
     assert "value=1.52" in out[2] and "lower=1.51" in out[2]
+
+
+# ------------------------------------------------------------------ hostile --dp-event input (issue 23 §3)
+
+_G = {"class_name": "GaussianDpEvent", "noise_multiplier": 1.0}
+
+
+def _poisson(inner: dict, q: float = 0.1) -> dict:
+    return {"class_name": "PoissonSampledDpEvent", "sampling_probability": q, "event": inner}
+
+
+@pytest.mark.parametrize(("event", "where"), [
+    ({"class_name": "SelfComposedDpEvent", "count": -1, "event": _G}, "event.count"),
+    ({"class_name": "SelfComposedDpEvent", "count": 0.5, "event": _G}, "event.count"),
+    (_poisson({"class_name": "SelfComposedDpEvent", "count": -1, "event": _G}), "event.event.count"),
+    (_poisson({"class_name": "SelfComposedDpEvent", "count": 0.5, "event": _G}), "event.event.count"),
+    ({"class_name": "GaussianDpEvent", "noise_multiplier": -1}, "event.noise_multiplier"),
+    (_poisson({"class_name": "ComposedDpEvent", "events": [{"class_name": "GaussianDpEvent",
+                                                           "noise_multiplier": -1}]}),
+     r"event.event.events\[0\].noise_multiplier"),
+    ({"class_name": "GaussianDpEvent", "noise_multiplier": True}, "event.noise_multiplier"),
+    ({"class_name": "GaussianDpEvent", "noise_multiplier": "1"}, "event.noise_multiplier"),
+    (_poisson(_G, q=1.5), "event.sampling_probability"),
+    (_poisson(_G, q=float("nan")), "event.sampling_probability"),
+    ({"class_name": "SampledWithoutReplacementDpEvent", "sample_size": 1.5, "source_dataset_size": 10,
+      "event": _G}, "event.sample_size"),
+    ({"class_name": "SampledWithoutReplacementDpEvent", "sample_size": "10", "source_dataset_size": 100,
+      "event": _G}, "event.sample_size"),
+    ({"class_name": "SampledWithReplacementDpEvent", "sample_size": True, "source_dataset_size": 100,
+      "event": _G}, "event.sample_size"),
+    ({"class_name": "LaplaceDpEvent", "noise_multiplier": 0}, "event.noise_multiplier"),
+])
+def test_dp_event_bad_fields_are_input_errors_naming_the_path(event, where):
+    """Before: count -1 / 0.5 inside a sampled event gave σ = inf ("epsilon <= 0", exit 0), Gaussian(-1) inside
+    a composition was read as σ = 1 (σ⁻² = 1), sample_size 1.5 was truncated and "10" / true were cast."""
+    with pytest.raises(acc.InputError, match=where):
+        dpi.from_dp_event(event)
+
+
+def test_dp_event_repeated_events_compose_by_count_not_expansion():
+    """SelfComposed(Composed([G, Poisson(0.1, G)]), 10**9) reads as two phases of 10**9 steps each (before:
+    a list of 2·10**9 parts, MemoryError). Composition commutes, so the parts merge by (σ, sampling)."""
+    inner = {"class_name": "ComposedDpEvent", "events": [_G, _poisson(_G)]}
+    d = dpi.from_dp_event({"class_name": "SelfComposedDpEvent", "count": 10**9, "event": inner})
+    assert d == acc.Composed((acc.DPSGD(1.0, acc.Poisson(1.0), 10**9), acc.DPSGD(1.0, acc.Poisson(0.1), 10**9)))
+    # nested counts multiply; count 0 releases nothing
+    nested = {"class_name": "SelfComposedDpEvent", "count": 10**6,
+              "event": {"class_name": "SelfComposedDpEvent", "count": 10**6, "event": _poisson(_G)}}
+    assert dpi.from_dp_event(nested) == acc.DPSGD(1.0, acc.Poisson(0.1), 10**12)
+    assert dpi.from_dp_event({"class_name": "SelfComposedDpEvent", "count": 0, "event": _G}) == acc.Composed(())
+    # interleaved parts merge: [A, B, A] composes like [A×2, B]
+    a, b = _poisson(_G), _poisson(_G, q=0.2)
+    mixed = dpi.from_dp_event({"class_name": "ComposedDpEvent", "events": [a, b, a]})
+    assert mixed == acc.Composed((acc.DPSGD(1.0, acc.Poisson(0.1), 2), acc.DPSGD(1.0, acc.Poisson(0.2), 1)))
+
+
+def test_dp_event_depth_is_capped():
+    e: dict = _G
+    for _ in range(500):  # before: RecursionError (exit 3)
+        e = {"class_name": "SelfComposedDpEvent", "count": 1, "event": e}
+    with pytest.raises(acc.InputError, match="nested more than"):
+        dpi.from_dp_event(e)
+
+
+def _cli(path, capsys) -> tuple[int, str]:
+    from audit.cli import main
+
+    code = main(["account", "--dp-event", str(path), "--delta", "1e-5"])
+    return code, capsys.readouterr().err
+
+
+def test_cli_dp_event_hostile_files_exit_2(tmp_path, capsys):
+    """Non-UTF-8, a FIFO, /dev/zero, a 100 MB (sparse) file, 100,000-deep JSON: one line, exit 2, nothing read
+    past the cap (before: a hang on the FIFO and /dev/zero, RecursionError, UnicodeDecodeError)."""
+    import os
+
+    latin = tmp_path / "latin.json"
+    latin.write_bytes(b'{"class_name": "G\xe9"}')
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    huge = tmp_path / "huge.json"
+    with open(huge, "wb") as fh:
+        fh.truncate(100 * 2**20)
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    for path, words in ((latin, "not UTF-8"), (deep, "nested too deeply"), (huge, "at most"),
+                        (fifo, "not a regular file"), ("/dev/zero", "not a regular file"),
+                        (tmp_path / "absent.json", "cannot read")):
+        code, err = _cli(path, capsys)
+        assert code == 2, (path, err)
+        assert words in err and "Traceback" not in err, (path, err)
+
+
+def test_cli_dp_event_bad_count_exits_2_not_zero(tmp_path, capsys):
+    path = tmp_path / "e.json"
+    path.write_text(json.dumps(_poisson({"class_name": "SelfComposedDpEvent", "count": -1, "event": _G})))
+    code, err = _cli(path, capsys)
+    assert code == 2 and "event.event.count" in err

@@ -94,6 +94,37 @@ def test_one_run_game(white_setup):
     assert out.in_scores("llr").mean() > out.out_scores("llr").mean()
 
 
+def test_one_run_game_honours_its_backend(white_setup):
+    """Before: one_run_game accepted `backend` and ignored it (the chunks ran here, silently)."""
+    from audit.backends import Local
+
+    class Counting(Local):
+        calls = 0
+
+        def map(self, fn, context, items):
+            Counting.calls += 1
+            yield from super().map(fn, context, items)
+
+    setup, c = white_setup
+    here = games.one_run_game(setup, c, n_runs=2, seed=3, progress=False, chunk_size=1)
+    there = games.one_run_game(setup, c, n_runs=2, seed=3, progress=False, chunk_size=1, backend=Counting())
+    assert Counting.calls == 1
+    _equal(here, there)
+
+
+@pytest.mark.parametrize(("bad", "words"), [(b"\xff\xfe{}\n", "not UTF-8"), (b"[" * 100_000 + b"\n", "not a JSON"),
+                                           (b'{"trial": ' + b"9" * 5000 + b"}\n", "not a JSON")],
+                         ids=["latin", "deep", "int5000"])
+def test_a_corrupted_trials_file_is_an_input_error_on_resume(white_setup, tmp_path, bad, words):
+    """Before: invalid UTF-8 in trials.jsonl raised UnicodeDecodeError on resume (exit 3)."""
+    setup, c = white_setup
+    games.one_run_game(setup, c, n_runs=2, seed=0, run_dir=tmp_path, progress=False, chunk_size=1)
+    with open(tmp_path / games.TRIALS_FILE, "ab") as fh:
+        fh.write(bad)
+    with pytest.raises(acc.InputError, match=f":3 is {words}"):
+        games.one_run_game(setup, c, n_runs=4, seed=0, run_dir=tmp_path, progress=False, chunk_size=1)
+
+
 def test_game_validation(white_setup, digits100):
     setup, c = white_setup
     with pytest.raises(ValueError, match="exactly one canary"):

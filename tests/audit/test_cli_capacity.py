@@ -80,3 +80,39 @@ def test_usage_errors_exit_2(capsys, argv):
     err = capsys.readouterr().err
     assert err.startswith("dpaudit capacity: error:")
     assert err.count("\n") == 1
+
+
+@pytest.mark.parametrize(("mechanism", "flags", "words"), [
+    ("gaussian:sigma=1e-300", [], "sigma must be in [0.03, 10000]"),   # was ZeroDivisionError (exit 3)
+    ("gaussian:sigma=1e300", [], "sigma must be in [0.03, 10000]"),    # was OverflowError (exit 3)
+    ("laplace:b=1e-300", [], "b must be in [0.03, 10000]"),            # was restricted 0 beside 1e300
+    ("laplace:b=1e300", ["--divergence", "renyi", "--order", "2"], "b must be in"),  # was NaN
+    ("dpsgd:noise_multiplier=1e300,sample_rate=0.5", [], "noise_multiplier must be in"),  # was NaN
+    ("dpsgd:noise_multiplier=1,sample_rate=1e-300", [], "sample_rate must be in [1e-06, 1]"),
+    ("gaussian:sigma=1", ["--divergence", "renyi", "--order", "1e6"], "orders must be in (1, 1000]"),
+])
+def test_capacity_outside_its_reliable_domain_is_exit_2(capsys, mechanism, flags, words):
+    """Issue 23 §3: the capacity fuzz (9 scales × 4 divergences × 3 classes) found ZeroDivisionError at σ = 1e-300,
+    OverflowError at 1e300 and NaN or negative outputs at extreme scales; they are now refused by name."""
+    assert main(["capacity", "--mechanism", mechanism, *flags]) == 2
+    assert words in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("mechanism", "order"), [
+    ("gaussian:sigma=0.03", 1.01), ("gaussian:sigma=10000", 100.0), ("laplace:b=0.03", 1.0001),
+    ("laplace:b=10000", 2.0), ("dpsgd:noise_multiplier=0.03,sample_rate=1e-6", 2.0),
+    ("dpsgd:noise_multiplier=10000,sample_rate=1", 1.01), ("laplace:b=0.03", None),
+])
+def test_capacity_at_the_domain_edges_is_a_number_or_a_clear_error(capsys, mechanism, order):
+    """Inside the domain every value is finite and 0 ≤ restricted ≤ unrestricted (restricting the tests cannot
+    raise a divergence: Chaudhuri et al. 2019 eq. 2), or the solver failure is named (exit 2), never NaN."""
+    flags = ["--divergence", "renyi", "--order", str(order)] if order else []
+    code = main(["capacity", "--mechanism", mechanism, "--class", "all", "--json", *flags])
+    out = capsys.readouterr()
+    if code == 2:
+        assert "reliable" in out.err
+        return
+    assert code == 0
+    o = json.loads(out.out)
+    for v in o["restricted"].values():
+        assert math.isfinite(v) and 0.0 <= v <= o["unrestricted"] * (1 + 1e-6) + 1e-12

@@ -59,7 +59,7 @@ def test_json_round_trip_is_lossless():
 def test_resolved_config_is_typed_and_matches_the_schema():
     cfg = config.loads(config.DEFAULT_TOML)
     typed = model.from_dict(model.RunConfig, cfg, where="config")
-    assert typed.training.noise_multiplier == 1.0 and typed.variant[1].training == {"sampling": "fixed_size"}
+    assert typed.training.noise_multiplier == 1.0 and typed.variant[1].training == {"sampling": "fixed_wor"}
     assert model.to_dict(typed) == json.loads(json.dumps(cfg))  # the same object config.toml holds
     for section, keys in config.SCHEMA.items():  # a key added to the schema must be added to the model
         assert set(model.to_dict(getattr(typed, section))) == set(keys), section

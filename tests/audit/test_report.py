@@ -144,3 +144,77 @@ def test_the_report_says_how_many_models_were_trained_at_once(tmp_path):
                 assert "trained at once" not in text and "at a time" not in text
             else:
                 assert want in text
+
+
+HOSTILE = "<img src=x onerror=alert(1)>`]*|[a](javascript:alert(1))\n# h &amp;"
+
+
+def _hostile(obj, path=()):
+    """Every string of a result.json object made hostile, except names, the format and the spec (validated)."""
+    if isinstance(obj, dict):
+        return {k: v if k in ("name", "format", "spec", "config", "kind", "audit", "bound") and not path[-1:] == ("x",)
+                else _hostile(v, (*path, k)) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_hostile(v, path) for v in obj]
+    return HOSTILE if isinstance(obj, str) else obj
+
+
+def _split_code_spans(md: str) -> tuple[str, list[str]]:
+    """(the text outside code spans, the spans), read as CommonMark does: a backslash escapes the next
+    character; a run of n backticks opens a span that the next run of exactly n backticks closes."""
+    out, spans, i = [], [], 0
+    while i < len(md):
+        if md[i] == "\\":
+            out.append(md[i:i + 2])
+            i += 2
+            continue
+        if md[i] == "`":
+            n = len(re.match(r"`+", md[i:]).group(0))
+            close = re.compile(rf"(?<!`)`{{{n}}}(?!`)").search(md, i + n)
+            if close:
+                spans.append(md[i + n:close.start()])
+                i = close.end()
+                continue
+            out.append(md[i:i + n])
+            i += n
+            continue
+        out.append(md[i])
+        i += 1
+    return "".join(out), spans
+
+
+def test_markdown_escapes_every_string_field_as_html_does(tmp_path):
+    """Before: a crafted result.json put raw HTML into report.md through 11 fields (design, threat_model,
+    canary, fault, created, the violation message, ...), and an --out path with a backtick broke out of its
+    code span. report.html escaped them all; report.md now does too (audit.report.md_escape / md_code)."""
+    run = tmp_path / "a`b `` c" / "run"
+    _write(run, run_result())
+    obj = _hostile(json.loads((run / "result.json").read_text()))
+    (run / "result.json").write_text(json.dumps(obj))
+    result = model.load_result(run)
+    touched = [k for k, v in vars(result.audits[0]).items() if v == HOSTILE]
+    assert len(touched) >= 5, touched  # design, threat_model, score, canary, fault (and more)
+    assert main(["report", str(run)]) == 0
+    md = (run / "report.md").read_text()
+    html = (run / "report.html").read_text()
+    prose, spans = _split_code_spans(md)  # inside a code span '<' is literal text (CommonMark §6.1)
+    assert spans and "<" not in prose and "\n# h" not in md
+    assert not re.search(r"(?<!\\)\]\(javascript", prose)  # a link needs an unescaped ']('
+    assert "<img" not in "".join(s for s in spans if s.count("\n"))  # no span runs over lines
+    assert "<img src=x" not in html
+    # every hostile field is still shown, inert: the escaped text is there once per field
+    assert md.count("&lt;img src=x onerror=alert(1)&gt;\\`\\]\\*\\|\\[a\\](javascript:alert(1)) # h &amp;amp;") >= 6
+    # the run folder stays one code span whatever backticks it holds
+    footer = md.strip().splitlines()[-1]
+    span = re.search(r"Run folder (`+)( ?)(.*?)\2\1 ·", footer)
+    assert span is not None and span.group(3) == str(run), footer
+
+
+@pytest.mark.parametrize("text", ["plain", "a`b", "``x", "y`", "` `"])
+def test_code_spans_hold_any_backticks(text):
+    """CommonMark §6.1: a fence longer than every backtick run inside, padded where an edge is a backtick."""
+    span = str(report.md_code(text))
+    fence = re.match(r"`+", span).group(0)
+    inner = span[len(fence):-len(fence)]
+    assert span.endswith(fence) and f"`{fence}" not in span[1:-1] and fence not in inner.strip()
+    assert inner.strip() == text.strip() and (inner == text or inner == f" {text} ")

@@ -2,6 +2,7 @@
 resume only with the same configuration), and a report rendered from result.json alone."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -47,3 +48,39 @@ def test_run_folder_contract(tmp_path):
     paths = report.render(folder, loaded)
     assert paths["html"].stat().st_size > 10_000 and (out / "figures").is_dir()
     assert "eps_lower" in report.summary_table(loaded)
+
+
+def test_check_on_a_reconstruction_game_exits_0_not_3(tmp_path, capsys):
+    """Before: `dpaudit check` read `a.claim.epsilon` of a reconstruction audit (None): AttributeError, exit 3.
+    A reconstruction game decides no (ε, δ) claim; its violation test is its verdict (none here: σ = 2)."""
+    from audit.cli import main
+
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(Q1 + '[canary]\ncount = 4\n[audit]\ngame = "reconstruction"\ntrials = 20\n[claim]\nepsilon = 50\n')
+    assert main(["check", str(cfg)]) == 0
+    out = capsys.readouterr()
+    assert "internal error" not in out.err and "main: no violation" in out.out
+
+
+def test_the_run_folder_lock_covers_the_report(tmp_path, monkeypatch):
+    """Before: the lock was released before report.md and figures were written, so a --resume started then
+    rendered its report beside the first run's. Now `run`, `check --out` and `report` render under the lock."""
+    from audit.cli import main
+
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(Q1 + "[audit]\ntrials = 40\nchunk_size = 40\n")
+    run = tmp_path / "run"
+    held = []
+    real = report.render
+
+    def render(folder, result=None):
+        with pytest.raises(runs.RunError, match="in use by another dpaudit process"):
+            with runs.lock(Path(folder)):  # a second opener (a --resume) is refused while the report is written
+                pass
+        held.append(True)
+        return real(folder, result)
+
+    monkeypatch.setattr(report, "render", render)
+    assert main(["run", str(cfg), "--out", str(run), "--quiet"]) == 0
+    assert main(["report", str(run)]) == 0
+    assert held == [True, True] and (run / "report.md").is_file()

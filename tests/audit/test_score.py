@@ -170,3 +170,128 @@ def test_audit_scores_returns_the_result_json_object_in_the_current_format(tmp_p
     assert r["format"] == model.RESULT_FORMAT == "dpaudit.result/2"
     back = model.load_result(tmp_path)
     assert back.audits[0].epsilon_lower.value == r["audits"][0]["epsilon_lower"]["value"]
+
+
+# ------------------------------------------------------------------ hostile input (issue 23 §3)
+
+def _null_csv(path, n=200, seed=0):
+    rng = np.random.default_rng(seed)
+    member = np.arange(n) % 2 == 0
+    return _write_csv(path, member, rng.normal(size=n))
+
+
+def test_output_paths_are_checked_before_the_audit(tmp_path, capsys):
+    """Before: --junit DIR, a --junit in a missing folder and --out on a file exited 3 after the audit, and
+    --out into an existing run silently replaced its result.json."""
+    p = _null_csv(tmp_path / "s.csv")
+    a_file = tmp_path / "file.txt"
+    a_file.write_text("x")
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "result.json").write_text("{}")
+    for flags, words in ((["--junit", str(tmp_path)], "is a folder"),
+                         (["--junit", str(tmp_path / "no" / "j.xml")], "does not exist"),
+                         (["--out", str(a_file)], "not a folder"),
+                         (["--out", str(run)], "already holds a run")):
+        assert main(["score", str(p), *SPEC, *flags]) == 2, flags
+        err = capsys.readouterr().err
+        assert words in err and "Traceback" not in err, (flags, err)
+    assert (run / "result.json").read_text() == "{}" and a_file.read_text() == "x"
+    assert not (run / "report.md").exists()
+
+
+def test_utf8_bom_is_accepted_and_other_encodings_are_named(tmp_path, capsys):
+    p = _null_csv(tmp_path / "s.csv")
+    bom = tmp_path / "bom.csv"
+    bom.write_bytes(b"\xef\xbb\xbf" + p.read_bytes())
+    m0, s0 = score.read_scores(p)
+    m1, s1 = score.read_scores(bom)
+    assert (m0 == m1).all() and (s0 == s1).all()
+    u16 = tmp_path / "u16.csv"
+    u16.write_bytes(p.read_text().encode("utf-16"))
+    latin = tmp_path / "latin.csv"
+    latin.write_bytes("member,score,note\n1,0.5,caf\xe9\n0,0.1,x\n".encode("latin-1"))
+    for path, words in ((u16, "UTF-16"), (latin, "not UTF-8")):
+        assert main(["score", str(path), *SPEC]) == 2
+        assert words in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("name", "body", "words"), [
+    ("field.csv", "member,score,x\n1,0.5," + "a" * 140_000 + "\n", "field limit"),
+    ("int.jsonl", '{"member": 1, "score": ' + "9" * 5000 + "}\n", "line 1"),
+    ("big.jsonl", '{"member": 1, "score": ' + "9" * 4000 + "}\n", "column 'score'"),  # float() overflows
+    ("deep.jsonl", "[" * 100_000 + "]" * 100_000 + "\n", "nested more than"),
+], ids=["field", "int5000", "int4000", "deep"])
+def test_oversized_fields_and_nesting_exit_2(tmp_path, capsys, name, body, words):
+    p = tmp_path / name
+    p.write_text(body, encoding="utf-8")
+    assert main(["score", str(p), *SPEC]) == 2
+    err = capsys.readouterr().err
+    assert words in err and "Traceback" not in err
+
+
+def test_a_sparse_2gb_file_is_refused_after_one_bounded_line(tmp_path):
+    """Before: the CSV reader took the whole NUL-filled line into memory (4.4 GB) before exit 3. Now each
+    line is read with a bound of MAX_LINE characters; the error names line 1."""
+    p = tmp_path / "sparse.csv"
+    with open(p, "wb") as fh:
+        fh.truncate(2 * 2**30)
+    with pytest.raises(InputError, match=f"line 1: longer than {score.MAX_LINE}"):
+        score.read_scores(p)
+
+
+def test_scores_near_the_float_range_with_inf_are_ranked(tmp_path, capsys):
+    """±1e308 beside +inf: before, +inf mapped to hi + (hi − lo) = inf and the audit refused (and ±1e308 alone
+    broke the histogram, exit 3). Now all scores are replaced by dense ranks: same order, same ties, so the
+    bounds equal those of the rank-equivalent scores."""
+    rng = np.random.default_rng(5)
+    member = np.arange(300) % 2 == 0
+    base = rng.normal(size=300) + member
+    extreme = base.copy()
+    extreme[0], extreme[1], extreme[2] = 1e308, -1e308, np.inf  # 0 and 2 are members, 1 is not
+    ranked = base.copy()
+    ranked[0], ranked[1], ranked[2] = 1e6, -1e6, 2e6
+    spec = acc.DPSGD(1.0, acc.Poisson(0.5), 10)
+    got = score.audit_scores({"member": member, "score": extreme}, spec, delta=1e-5)
+    ref = score.audit_scores({"member": member, "score": ranked}, spec, delta=1e-5)
+    assert got["audits"][0]["epsilon_lower"]["value"] == ref["audits"][0]["epsilon_lower"]["value"]
+    assert "dense rank" in got["audits"][0]["nonfinite"]["note"]
+    p = _write_csv(tmp_path / "x.csv", member, extreme)
+    assert main(["score", str(p), *SPEC, "--out", str(tmp_path / "o")]) in (0, 1)
+    assert "Traceback" not in capsys.readouterr().err
+
+
+def test_one_run_with_every_row_a_member_is_an_input_error(tmp_path, capsys):
+    """Each canary is in with probability ½: a file of members only is no one-run game (before: exit 1)."""
+    p = _write_csv(tmp_path / "s.csv", [1] * 200, np.arange(200.0))
+    assert main(["score", str(p), *SPEC, "--design", "one-run"]) == 2
+    assert "one_run design needs rows with member 1 and rows with member 0" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", ["caf\u00e9.csv", "a'b.csv", ".hidden.csv", "x" * 70 + ".csv", "a b.csv"])
+def test_ordinary_file_names_are_accepted(tmp_path, name):
+    p = _null_csv(tmp_path / name)
+    assert main(["score", str(p), *SPEC]) == 0
+    assert score.audit_name(name) == score.audit_name(name).lstrip(".")
+
+
+def test_audit_scores_result_with_nonfinite_round_trips(tmp_path):
+    """Before: audit_scores wrote a `nonfinite` key that RunResult.from_json rejected."""
+    from audit import model
+
+    member = np.array([1, 0] * 50, dtype=bool)
+    sc = np.where(member, np.inf, np.arange(100.0))
+    r = score.audit_scores({"member": member, "score": sc}, acc.DPSGD(1.0, acc.Poisson(0.5), 10), delta=1e-5,
+                           out=tmp_path / "o")
+    back = model.RunResult.from_json(json.loads(json.dumps(r)))
+    assert back.audits[0].nonfinite.pos_inf == 50
+    assert model.load_result(tmp_path / "o").audits[0].nonfinite == back.audits[0].nonfinite
+
+
+def test_over_long_paths_exit_2(tmp_path, capsys):
+    long = str(tmp_path / ("a" * 5000))
+    assert main(["score", long + ".csv", *SPEC]) == 2
+    assert main(["check", long + ".toml"]) == 2
+    assert main(["account", "--dp-event", long + ".json", "--delta", "1e-5"]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.count("\n") == 3
