@@ -19,6 +19,7 @@ from xml.sax.saxutils import escape, quoteattr
 from accountants._validate import InputError
 
 from .. import backends, registry, report, runs
+from .. import formatting as fmt
 from ..model import RunResult
 
 
@@ -79,7 +80,7 @@ def run(args: Any) -> int:
         _junit(result, args.junit)
     for a in result.audits:
         c = a.claim
-        print(f"{a.name}: claim (epsilon={c.epsilon:.4g}, delta={c.delta:g}) {'holds' if c.holds else 'VIOLATED'}")
+        print(f"{a.name}: claim (epsilon={fmt.exact(c.epsilon)}, delta={c.delta:g}) {report.claim_status(c)}")
         for r in c.reasons:
             print(f"  - {r}", file=sys.stderr if not c.holds else sys.stdout)
     return 0 if result.claim.holds else 1
