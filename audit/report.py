@@ -158,8 +158,8 @@ def _check(result: Any) -> None:
 
 # ------------------------------------------------------------------------------------------ figures
 
-# 4.4 x 4.2 in at 150 dpi: 660 px wide, legends at 8.5 pt stay about 10 px tall on a 390 px phone
-_FIGSIZE, _DPI, _LEGEND = (4.4, 4.2), 150, 8.5
+# 3.6 x 3.4 in at 150 dpi: 540 px wide, so legends at 9 pt stay about 11 px tall on a 390 px phone (issue 23)
+_FIGSIZE, _DPI, _LEGEND = (3.6, 3.4), 150, 9
 _CURVE_STYLE = {"pld": ("-", "tight (PLD)"), "rdp": ("--", "RDP-derived")}
 
 
@@ -337,25 +337,25 @@ def _tightness_words(a: AuditResult) -> str | None:
 
 
 TERMS = {
-    "eps_lower": "ε_lower: a lower bound on the ε of the training that ran, holding at the stated confidence "
+    "eps_lower": "a lower bound on the ε of the training that ran, holding at the stated confidence "
                  "(rounded down).",
-    "ceiling": "ceiling: the largest ε_lower this design (trials, confidence, δ) could ever certify, even for a "
+    "ceiling": "the largest ε_lower this design (trials, confidence, δ) could ever certify, even for a "
                "training with no privacy at all (rounded up).",
-    "eps_certifiable": "ε_certifiable: what the best possible attack on the accountant's own curve would certify "
+    "eps_certifiable": "what the best possible attack on the accountant's own curve would certify "
                        "with the same design; lower/certifiable near 1 means the attack is optimal.",
-    "eps_tight": "ε_tight (PLD) and ε_rdp: the accountants' upper bounds on ε for the claimed spec (rounded up).",
-    "ratios": "ratios of ε_lower to the ceiling, to ε_certifiable and to ε_tight: how much of the room the audit "
-              "used; a low lower/tight with a ceiling below ε_tight is a limit of the design, not a loose accountant.",
+    "eps_tight": "the accountants' upper bounds on ε for the claimed spec (rounded up).",
+    "ratios": "ε_lower divided by each: how much of the room the audit used; a low lower/tight with a ceiling "
+              "below ε_tight is a limit of the design, not a loose accountant.",
     "clopper_pearson": "Clopper–Pearson: exact binomial confidence intervals for the attack's error rates.",
-    "jeffreys": "Jeffreys: an approximate binomial interval (not exact; labelled so).",
-    "bonferroni": "Bonferroni: the significance is split over every threshold (and audit) tried, so choosing "
-                  "the best one is paid for.",
-    "split": "split: the threshold is chosen on one half of the trials and evaluated on the other.",
-    "multi_split": "multi_split: several splits, their results combined and paid for.",
-    "explicit": "explicit: a threshold fixed in advance.",
-    "estimates": "*_estimate (GDP fit, Δ(theory‖empirical) from convex hulls): informative estimates only; "
-                 "they never pass or fail anything.",
-    "violation": "VIOLATION: a confidence box lies entirely below a curve (the accountant's or the claim's): the "
+    "jeffreys": "Jeffreys: an approximate binomial interval (coverage not guaranteed; never used for a violation).",
+    "bonferroni": "Bonferroni: a union bound over a grid of candidate thresholds fixed by the design, so picking the "
+                  "best threshold is paid for; the significance is also split over the audits of the run.",
+    "split": "split: the threshold is chosen on a fraction of the trials and the bound computed on the rest.",
+    "multi_split": "multi_split: several seeded splits, each at half the significance; their lower median is kept.",
+    "explicit": "explicit: a threshold fixed before the scores were seen (no correction).",
+    "estimates": "the GDP fit (μ, ε) and Δ(theory‖empirical), a Bayes-error gap between the accountant's curve and "
+                 "the empirical one: informative estimates only; they never pass or fail anything.",
+    "violation": "a confidence box lies entirely below a curve (the accountant's or the claim's): the "
                  "training leaks more than that curve allows, a bug or broken DP, not noise.",
 }
 _VERDICT_WORDS = {
