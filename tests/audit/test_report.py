@@ -155,3 +155,21 @@ def test_the_report_says_how_many_models_were_trained_at_once(tmp_path):
                 assert "trained at once" not in text and "at a time" not in text
             else:
                 assert want in text
+
+
+def test_first_screen_explains_its_terms_and_keeps_the_verdict_on_a_phone(tmp_path):
+    """Issue 23 §5: at 390 px the verdict column was scrolled away, legends were ~5 px, and ε_certifiable,
+    lower/ceiling, clopper_pearson, bonferroni and Δ(theory‖empirical) had no explanation in reach."""
+    page = report.render(tmp_path / "run", run_result())["html"].read_text()
+    head = re.search(r"<tr class=\"head\">(.*?)</tr>", page).group(1)
+    assert re.findall(r"<th>(?:<abbr[^>]*>)?([^<]+)", head)[:3] == ["audit and spec", "verdict", "ε_lower"]
+    phone = re.search(r"@media \(max-width:600px\)\{(.*?)\}\n</style>", page, re.S).group(1)
+    assert "table.sum tr{" in phone and "display:block" in phone  # rows stack as cards, nothing scrolled away
+    assert 'data-label="verdict"' in page
+    glossary = page[page.index('id="glossary"'):page.index('<section class="audit"')]  # before the first audit
+    for term in ("ε_certifiable", "lower / ceiling", "clopper_pearson", "bonferroni", "Δ(theory‖empirical)"):
+        assert term in glossary
+    assert page.index('href="#glossary"') < page.index("<table")  # reachable from the banner
+    assert 'title="Clopper–Pearson' in page and 'title="Bonferroni' in page  # tooltips where the words are used
+    # legends: 9 pt on a 3.6 in figure is 9/72/3.6 = 3.5 % of the width (was 7 pt on 5.2 in, 1.9 %)
+    assert report._LEGEND / 72 / report._FIGSIZE[0] >= 0.034
