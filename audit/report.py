@@ -133,7 +133,7 @@ def summary_table(result: RunResult) -> str:
     _check(result)
     rows = [list(_COLUMNS), *summary_rows(result)]
     widths = [max(len(r[i]) for r in rows) for i in range(len(_COLUMNS))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
     lines.insert(0, f"verdict: {run_verdict(result)}"
                     f"{_claim_words(result)} ({_confidence_note(result)}, delta={result.delta:g})\n")
