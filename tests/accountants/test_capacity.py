@@ -421,6 +421,7 @@ def test_subsampled_kl():
 # ------------------------------------------------------------------ properties
 
 
+@pytest.mark.slow
 @settings(max_examples=25, deadline=None, derandomize=True)  # each example solves six concave programs (~0.3 s)
 @given(family=st.sampled_from(["laplace", "gaussian"]), log_scale=st.floats(-1.0, 1.2),
        alpha=st.floats(1.1, 12.0))

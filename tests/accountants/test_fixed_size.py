@@ -363,6 +363,7 @@ def test_batched_equals_looped():
     rel=st.sampled_from(["add-remove", "replace-one"]),
     replace=st.booleans(),
 )
+@pytest.mark.slow
 def test_epsilon_monotone_in_sigma_batch_and_steps(sigma, b, rel, replace):
     from hypothesis import assume
 

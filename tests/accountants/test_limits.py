@@ -198,6 +198,7 @@ def test_pld_large_loss_no_false_upper_and_bounded_time():
     assert cpu < 30.0  # 0.7 CPU s measured (1 thread); the old code spent > 30 s in this call
 
 
+@pytest.mark.slow
 def test_pld_extreme_finite_or_unsupported_and_cli_prints_all():
     spec = acc.DPSGD(0.01, acc.Poisson(0.9), 100_000)
     try:

@@ -54,6 +54,7 @@ EXTREME = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("alpha", "q", "sigma"), EXTREME)
 def test_fractional_orders_match_mpmath_quadrature(alpha, q, sigma):
     # Source: mpmath quadrature of the defining integral at 50 digits (tests/oracles.py);

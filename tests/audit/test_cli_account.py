@@ -81,6 +81,7 @@ def test_bad_input_exits_2_with_one_line(capsys, args, needle):
     assert needle in err and "\n" not in err
 
 
+@pytest.mark.slow
 def test_console_entry_point_runs_as_module():
     res = subprocess.run(
         [

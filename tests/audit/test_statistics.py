@@ -179,6 +179,7 @@ def test_jeffreys_variant_is_labelled_and_not_looser():
         st.epsilon_lower_bound([1.0], [0.0], delta=1e-5, interval="wald")
 
 
+@pytest.mark.slow
 def test_one_run_delta_term_beyond_4096_guesses_bounds_the_printed_one_and_is_fast():
     """Steinke et al. 2023 Prop. 5.1's δ term, max_i P[v−i ≤ Bin(r,q) ≤ v−1]/i, is computed term by term up to 4,096
     right guesses and on the binomial's ±12 sd bulk beyond (audit/statistics/one_run._delta_term): never below the

@@ -68,6 +68,7 @@ def test_one_run_ties_record_whole_groups():
 # ------------------------------------------------------------------------------------ §3 the f-DP one-run number
 
 
+@pytest.mark.slow
 def test_fdp_one_run_is_a_gdp_bound_never_an_epsilon_lower():
     """Randomized response with pure ε = 1 (so (1, δ)-DP for every δ): 20 seeded one-run audits of m = 500.
     The f-DP result refutes a GDP curve whose ε at δ exceeds 1 in many audits (issue 11: 58 of 100), so it must
