@@ -147,16 +147,35 @@ def test_one_run_bound_matches_naive(m, r, v, delta):
     assert b.value == pytest.approx(_naive_eps(m, r, v, delta, 0.05), abs=1e-6)
 
 
+def _prop51_eps_perfect(m: int, delta: float, s: float) -> float:
+    """Steinke et al. 2023 Prop. 5.1 for r = v = m (every guess right), by bisection: p(ε) = q^m + 2mδ·max_i
+    (Σ_{j=m−i}^{m−1} Bin(j; m, q))/i, q = e^ε/(1 + e^ε) — _naive_p_value with prefix sums (O(m), not O(m²))."""
+    def p_value(eps):
+        q = math.exp(eps) / (1 + math.exp(eps))
+        pmf = [math.comb(m, j) * q**j * (1 - q) ** (m - j) for j in range(m + 1)]
+        tail, best = 0.0, 0.0
+        for i in range(1, m + 1):
+            tail += pmf[m - i]
+            best = max(best, tail / i)
+        return min(1.0, pmf[m] + best * delta * 2 * m)
+
+    lo, hi = 0.0, 50.0
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if p_value(mid) < s else (lo, mid)
+    return lo
+
+
 def test_one_run_ceiling_and_fdp():
     # perfect guesser, m = r = v = 1000, s = 0.05. δ = 0 (Steinke et al. 2023 Thm 3.1): the p-value is
     # P[Binomial(1000, p) ≥ 1000] = p^1000 with p = e^ε/(1 + e^ε), so ε = logit(0.05^{1/1000}) = 5.8091 in
-    # closed form; δ = 1e-5 (Thm 5.2): the term-by-term _naive_eps above, 5.78. Bisection tolerance 1e-6.
+    # closed form; δ = 1e-5 (Prop. 5.1): _prop51_eps_perfect above, 5.78. Bisection tolerance 1e-6.
     scores = np.arange(1000, 0, -1, dtype=float)
     b0 = st.epsilon_one_run(scores, np.ones(1000, bool), delta=0.0, guesses=[1000])
     p = 0.05 ** (1 / 1000)
     assert b0.value == pytest.approx(math.log(p / (1 - p)), abs=1e-6)
     assert st.epsilon_one_run(scores, np.ones(1000, bool), delta=1e-5, guesses=[1000]).value == \
-        pytest.approx(_naive_eps(1000, 1000, 1000, 1e-5, 0.05), abs=1e-6)
+        pytest.approx(_prop51_eps_perfect(1000, 1e-5, 0.05), abs=1e-6)
     rng = np.random.default_rng(0)
     y = rng.random(400) < 0.5
     x = 2.0 * y + rng.normal(size=400)
