@@ -53,10 +53,20 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, object]]:
     return parser, modules
 
 
+def _subparser(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:
+    """The parser of subcommand ``name`` (for its usage line in errors)."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return action.choices[name]
+    return parser  # pragma: no cover (build_parser always adds the subcommands)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit code (see the module docstring)."""
     parser, modules = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # a bad flag after the subcommand: that subcommand's usage, not the top level's (exit 2)
+        _subparser(parser, args.command).error(f"unrecognized arguments: {' '.join(extra)}")
     try:
         return int(modules[args.command].run(args))  # type: ignore[attr-defined]
     except InputError as exc:  # bad input or an unsupported combination: one line, exit 2

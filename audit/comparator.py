@@ -42,6 +42,7 @@ from accountants.events import DPSGD
 from accountants.reconstruction import rero_bound
 from accountants.tradeoff import TradeOff
 
+from . import formatting as fmt
 from . import statistics
 from .statistics import EmpiricalTradeOff, EpsilonLowerBound, GdpEstimate, GdpLowerBound, ThresholdStrategy
 
@@ -191,7 +192,7 @@ class Violation:
         if self.threshold is None:
             return f"VIOLATION of {self.against}: bug or broken DP (at {conf} confidence)"
         return (f"VIOLATION of {self.against}: bug or broken DP — at threshold {self.threshold:.6g} the "
-                f"{conf} box has FPR ≤ {self.fpr_upper:.4g} and FNR ≤ {self.fnr_upper:.4g}, "
+                f"{conf} box has FPR ≤ {fmt.upper(self.fpr_upper, 4)} and FNR ≤ {fmt.upper(self.fnr_upper, 4)}, "
                 f"below the curve's {self.curve_fnr:.4g}")
 
     def to_dict(self) -> dict[str, Any]:
@@ -367,8 +368,8 @@ def compare_one_run(scores, truth, spec: DPSGD, *, delta: float, significance: f
     e = curves.epsilon_best
     if e is not None:
         violated = lb.value > e + _TOL
-        cmp.violations.append(Violation(violated, f"accountant epsilon {e:.4g} (one-run epsilon_lower "
-                                        f"{lb.value:.4g})", 1 - significance, lb.value - e))
+        cmp.violations.append(Violation(violated, f"accountant epsilon {fmt.upper(e, 4)} (one-run "
+                                        f"epsilon_lower {fmt.lower(lb.value, 4)})", 1 - significance, lb.value - e))
     return cmp
 
 

@@ -26,7 +26,7 @@ import matplotlib
 
 from accountants._validate import InputError, InputTypeError
 
-from . import model
+from . import formatting, model
 from .comparator import format_confidence
 from .model import AuditResult, RunResult
 
@@ -47,14 +47,26 @@ CERTIFIABLE_SENTENCE = (
     "lower/certifiable near 1 means the attack is optimal and the accountant tight as far as this design can tell.")
 
 
-def _f(x: Any, digits: int = 3) -> str:
+_ROUND = {"nearest": formatting.nearest, "up": formatting.upper, "down": formatting.lower}
+
+
+def _f(x: Any, digits: int = 3, how: str = "nearest") -> str:
+    """``digits`` decimals; upper bounds ``how="up"``, lower bounds ``how="down"`` (audit/formatting.py)."""
     if x is None:
         return "n/a"
     if isinstance(x, float):
         if not math.isfinite(x):
             return "n/a"
-        return f"{x:.{digits}f}"
+        return _ROUND[how](x, digits, fixed=True)
     return str(x)
+
+
+def _up(x: Any, digits: int = 3) -> str:
+    return _f(x, digits, "up")
+
+
+def _down(x: Any, digits: int = 3) -> str:
+    return _f(x, digits, "down")
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:
@@ -67,10 +79,34 @@ def _lower(a: AuditResult) -> float | None:
     return a.epsilon_lower.value if a.epsilon_lower is not None else None
 
 
+def claim_status(c: model.ClaimCheck) -> str:
+    """One vocabulary for a claim: ``"holds"``; ``"VIOLATED"`` when the audit refutes it (the training
+    leaks more than the claim allows, "VIOLATION of claim" in the reasons); ``"not supported"`` when
+    only the accountant's ε exceeds it (no leak shown, but no bound backs the claim)."""
+    if c.holds:
+        return "holds"
+    return "VIOLATED" if not c.audit_holds else "not supported"
+
+
 def _audit_verdict(a: AuditResult) -> str:
     if a.violation.violated:
         return "VIOLATION"
     if a.claim is not None and not a.claim.holds:
+        return f"claim {claim_status(a.claim)}"
+    return "no violation"
+
+
+_CLASS = {"VIOLATION": "bad", "claim VIOLATED": "bad", "claim not supported": "warn"}
+
+
+def run_verdict(result: RunResult) -> str:
+    """``"VIOLATION"``, ``"claim VIOLATED"``, ``"claim not supported"`` or ``"no violation"``."""
+    if result.violation:
+        return "VIOLATION"
+    failed = [a.claim for a in result.audits if a.claim is not None and not a.claim.holds]
+    if failed:
+        return "claim VIOLATED" if any(not c.audit_holds for c in failed) else "claim not supported"
+    if result.claim is not None and not result.claim.holds:
         return "claim not supported"
     return "no violation"
 
@@ -80,8 +116,8 @@ def summary_rows(result: RunResult) -> list[list[str]]:
     rows = []
     for a in result.audits:
         gdp = a.gdp_estimate
-        rows.append([a.name, a.design, a.threat_model, a.score, str(a.trials), _f(_lower(a)), _f(a.ceiling),
-                     _f(a.epsilon_certifiable), _f(a.certifiable_ratio, 2), _f(a.epsilon_tight), _f(a.epsilon_rdp),
+        rows.append([a.name, a.design, a.threat_model, a.score, str(a.trials), _down(_lower(a)), _up(a.ceiling),
+                     _f(a.epsilon_certifiable), _f(a.certifiable_ratio, 2), _up(a.epsilon_tight), _up(a.epsilon_rdp),
                      _f(_ratio(_lower(a), a.ceiling), 2), _f(a.tightness_tight, 2),
                      _f(gdp.epsilon_estimate if gdp else None), "VIOLATED" if a.violation.violated else "no"])
     return rows
@@ -99,9 +135,9 @@ def summary_table(result: RunResult) -> str:
     _check(result)
     rows = [list(_COLUMNS), *summary_rows(result)]
     widths = [max(len(r[i]) for r in rows) for i in range(len(_COLUMNS))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
-    lines.insert(0, f"verdict: {result.verdict.upper() if result.verdict == 'VIOLATION' else result.verdict}"
+    lines.insert(0, f"verdict: {run_verdict(result)}"
                     f"{_claim_words(result)} ({_confidence_note(result)}, delta={result.delta:g})\n")
     lines.append(f"eps_lower: lower bounds holding jointly at {format_confidence(1 - result.significance)} confidence "
                  f"(delta={result.delta:g}); ceiling: the most this design can certify; eps_tight/eps_rdp: "
@@ -114,7 +150,7 @@ def _claim_words(result: RunResult) -> str:
     if not checks:
         return ""
     c = checks[0]
-    return f" for the claim (ε = {c.epsilon:.4g}, δ = {c.delta:g})"
+    return f" for the claim (ε = {formatting.exact(c.epsilon)}, δ = {c.delta:g})"
 
 
 def _check(result: Any) -> None:
@@ -124,6 +160,8 @@ def _check(result: Any) -> None:
 
 # ------------------------------------------------------------------------------------------ figures
 
+# 3.6 x 3.4 in at 150 dpi: 540 px wide, so legends at 9 pt stay about 11 px tall on a 390 px phone (issue 23)
+_FIGSIZE, _DPI, _LEGEND = (3.6, 3.4), 150, 9
 _CURVE_STYLE = {"pld": ("-", "tight (PLD)"), "rdp": ("--", "RDP-derived")}
 
 
@@ -134,7 +172,7 @@ def _curve_items(a: AuditResult):
 
 
 def _tradeoff_figure(a: AuditResult, path: Path) -> None:
-    fig, ax = plt.subplots(figsize=(5.2, 5.0), dpi=100)
+    fig, ax = plt.subplots(figsize=_FIGSIZE, dpi=_DPI)
     ax.plot([0, 1], [1, 0], color="0.75", lw=1, ls=":", label="no privacy loss (f = 1 − α)")
     for c, style, label in _curve_items(a):
         ax.plot(c.alpha, c.beta, style, lw=1.6, label=f"{label} curve")
@@ -152,14 +190,14 @@ def _tradeoff_figure(a: AuditResult, path: Path) -> None:
     ax.set_xlabel("α = FPR (type I error)")
     ax.set_ylabel("β = FNR (type II error)")
     ax.set_title(f"trade-off plane: {a.name}", fontsize=10)
-    ax.legend(fontsize=7, loc="upper right")
+    ax.legend(fontsize=_LEGEND, loc="upper right")
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
 
 
 def _roc_figure(a: AuditResult, path: Path) -> None:
-    fig, ax = plt.subplots(figsize=(5.2, 5.0), dpi=100)
+    fig, ax = plt.subplots(figsize=_FIGSIZE, dpi=_DPI)
     for c, style, label in _curve_items(a):
         xs = [x for x in c.alpha if x > 0]
         ys = [max(1 - b, 1e-7) for x, b in zip(c.alpha, c.beta, strict=True) if x > 0]
@@ -177,14 +215,14 @@ def _roc_figure(a: AuditResult, path: Path) -> None:
     ax.set_xlabel("FPR")
     ax.set_ylabel("TPR = 1 − FNR")
     ax.set_title(f"log-log ROC: {a.name}", fontsize=10)
-    ax.legend(fontsize=7, loc="lower right")
+    ax.legend(fontsize=_LEGEND, loc="lower right")
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
 
 
 def _steps_figure(a: AuditResult, path: Path) -> None:
-    fig, ax = plt.subplots(figsize=(5.2, 5.0), dpi=100)
+    fig, ax = plt.subplots(figsize=_FIGSIZE, dpi=_DPI)
     sc = a.steps_curve
     if sc and sc.epsilon_tight:
         ax.plot(sc.steps, sc.epsilon_tight, "-o", ms=3, label="ε tight (PLD), upper")
@@ -201,7 +239,7 @@ def _steps_figure(a: AuditResult, path: Path) -> None:
     ax.set_xlabel("steps T")
     ax.set_ylabel(f"ε at δ = {a.delta:g}")
     ax.set_title(f"ε against steps: {a.name}", fontsize=10)
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=_LEGEND)
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
@@ -209,7 +247,7 @@ def _steps_figure(a: AuditResult, path: Path) -> None:
 
 def _histogram_figure(a: AuditResult, path: Path) -> None:
     h = a.histogram
-    fig, ax = plt.subplots(figsize=(5.2, 5.0), dpi=100)
+    fig, ax = plt.subplots(figsize=_FIGSIZE, dpi=_DPI)
     for counts, label, colour in ((h.out_counts, h.out_label, "tab:blue"), (h.in_counts, h.in_label, "tab:orange")):
         ax.stairs(counts, h.edges, fill=True, alpha=0.45, color=colour, label=f"{label} ({sum(counts)})")
         ax.stairs(counts, h.edges, color=colour, lw=1)
@@ -219,7 +257,7 @@ def _histogram_figure(a: AuditResult, path: Path) -> None:
     ax.set_xlabel(f"score: {h.score} (higher ⇒ member)")
     ax.set_ylabel("rows")
     ax.set_title(f"scores in and out: {a.name}", fontsize=10)
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=_LEGEND)
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
@@ -292,7 +330,10 @@ def _env(*, markdown: bool = False) -> jinja2.Environment:
         enabled_extensions=("html.j2",), default_for_string=False), trim_blocks=True, lstrip_blocks=True,
         keep_trailing_newline=True, undefined=jinja2.StrictUndefined,
         **({"finalize": _md_finalize} if markdown else {}))
-    env.filters["num"] = _f
+    env.filters["num"] = _f  # estimates and ratios, to nearest
+    env.filters["up"] = _up  # upper bounds (accountants, ceilings), rounded up
+    env.filters["down"] = _down  # lower bounds (ε_lower, certified lower ends), rounded down
+    env.filters["exact"] = formatting.exact  # a user's input (the claimed ε)
     env.filters["pct"] = lambda x: "n/a" if x is None else f"{100 * x:.4g}%"
     env.filters["cell"] = md_escape  # a table cell: '|' escaped with the rest
     env.filters["code"] = md_code
@@ -304,12 +345,14 @@ def _bar(a: AuditResult) -> dict[str, Any] | None:
     marks = [("lower", "ε_lower", _lower(a)), ("ceiling", "ceiling", a.ceiling),
              ("certifiable", "ε_certifiable", a.epsilon_certifiable), ("tight", "ε_tight (PLD)", a.epsilon_tight),
              ("rdp", "ε_rdp", a.epsilon_rdp)]
+    how = {"lower": _down, "ceiling": _up, "certifiable": _f, "tight": _up, "rdp": _up}
     marks = [(k, label, v) for k, label, v in marks if v is not None and math.isfinite(v)]
     if _lower(a) is None or not marks:
         return None
     top = max(v for _, _, v in marks) or 1.0
     return {"fill": 100.0 * _lower(a) / top,
-            "marks": [{"key": k, "label": label, "value": v, "pos": 100.0 * v / top} for k, label, v in marks]}
+            "marks": [{"key": k, "label": label, "value": v, "text": how[k](v, 2), "pos": 100.0 * v / top}
+                      for k, label, v in marks]}
 
 
 def _tightness_words(a: AuditResult) -> str | None:
@@ -318,11 +361,44 @@ def _tightness_words(a: AuditResult) -> str | None:
     if lb is None or ceiling is None or upper is None or a.violation.violated:
         return None  # a violation is the finding; ratios to a refuted accountant say nothing more
     if ceiling < upper:
-        return (f"This design can certify at most ε = {ceiling:.3g} (its ceiling), below the accountant's "
-                f"{upper:.3g}: ε_lower/ε_tight is capped at {ceiling / upper:.2f} by the number of trials, so a low "
-                f"ratio here is a limit of the design, not evidence of a loose accountant.")
-    return (f"The ceiling ({ceiling:.3g}) is above the accountant's {upper:.3g}, so the design could certify the "
-            "claimed ε: the gap between ε_lower and ε_tight measures the attack (or a loose accountant).")
+        return (f"This design can certify at most ε = {formatting.upper(ceiling, 3)} (its ceiling), below the "
+                f"accountant's {formatting.upper(upper, 3)}: ε_lower/ε_tight is capped at {ceiling / upper:.2f} by "
+                "the number of trials, so a low ratio here is a limit of the design, not evidence of a loose "
+                "accountant.")
+    return (f"The ceiling ({formatting.upper(ceiling, 3)}) is above the accountant's {formatting.upper(upper, 3)}, so "
+            "the design could certify the claimed ε: the gap between ε_lower and ε_tight measures the attack (or a "
+            "loose accountant).")
+
+
+TERMS = {
+    "eps_lower": "a lower bound on the ε of the training that ran, holding at the stated confidence "
+                 "(rounded down).",
+    "ceiling": "the largest ε_lower this design (trials, confidence, δ) could ever certify, even for a "
+               "training with no privacy at all (rounded up).",
+    "eps_certifiable": "what the best possible attack on the accountant's own curve would certify "
+                       "with the same design; lower/certifiable near 1 means the attack is optimal.",
+    "eps_tight": "the accountants' upper bounds on ε for the claimed spec (rounded up).",
+    "ratios": "ε_lower divided by each: how much of the room the audit used; a low lower/tight with a ceiling "
+              "below ε_tight is a limit of the design, not a loose accountant.",
+    "clopper_pearson": "Clopper–Pearson: exact binomial confidence intervals for the attack's error rates.",
+    "jeffreys": "Jeffreys: an approximate binomial interval (coverage not guaranteed; never used for a violation).",
+    "bonferroni": "Bonferroni: a union bound over a grid of candidate thresholds fixed by the design, so picking the "
+                  "best threshold is paid for; the significance is also split over the audits of the run.",
+    "split": "split: the threshold is chosen on a fraction of the trials and the bound computed on the rest.",
+    "multi_split": "multi_split: several seeded splits, each at half the significance; their lower median is kept.",
+    "explicit": "explicit: a threshold fixed before the scores were seen (no correction).",
+    "estimates": "the GDP fit (μ, ε) and Δ(theory‖empirical), a Bayes-error gap between the accountant's curve and "
+                 "the empirical one: informative estimates only; they never pass or fail anything.",
+    "violation": "a confidence box lies entirely below a curve (the accountant's or the claim's): the "
+                 "training leaks more than that curve allows, a bug or broken DP, not noise.",
+}
+_VERDICT_WORDS = {
+    "VIOLATION": "an audit found the training leaking more than its accountant allows: a bug or broken DP, not noise.",
+    "claim VIOLATED": "an audit found the training leaking more than the claim allows (a VIOLATION of the claim): "
+                      "a bug, broken DP or a claim below the accountant's ε, not noise.",
+    "claim not supported": "no audit found a leak, but the accountant's ε exceeds the claim: no bound backs it.",
+    "no violation": "no audit found the training leaking more than its accountant allows.",
+}
 
 
 def _context(result: RunResult, figures: dict[str, list[tuple[str, Path]]], run: Path, *, embed: bool
@@ -334,11 +410,18 @@ def _context(result: RunResult, figures: dict[str, list[tuple[str, Path]]], run:
             src = ("data:image/png;base64," + base64.b64encode(p.read_bytes()).decode()) if embed else \
                 p.relative_to(run).as_posix()
             figs.append({"title": title, "src": src})
-        audits.append({"a": a, "verdict": _audit_verdict(a), "lower": _lower(a),
+        verdict = _audit_verdict(a)
+        audits.append({"a": a, "verdict": verdict, "cls": _CLASS.get(verdict, "ok"), "lower": _lower(a),
+                       "claim_word": claim_status(a.claim) if a.claim is not None else None,
                        "lower_over_ceiling": _ratio(_lower(a), a.ceiling), "bar": _bar(a),
                        "tightness_words": _tightness_words(a), "figures": figs})
     checks = [a.claim for a in result.audits if a.claim is not None]
-    return {"r": result, "run": str(run), "audits": audits, "verdict": result.verdict,
+    verdict = run_verdict(result)
+    claim_word = "holds" if result.claim is None or result.claim.holds else verdict.removeprefix("claim ")
+    if claim_word == "VIOLATION":  # the accountant's curve is violated: the claim is refuted with it
+        claim_word = "VIOLATED"
+    return {"r": result, "run": str(run), "audits": audits, "verdict": verdict,
+            "verdict_words": _VERDICT_WORDS[verdict], "claim_word": claim_word, "terms": TERMS,
             "claim_check": checks[0] if checks else None, "confidence_note": _confidence_note(result),
             "k": len(result.audits)}
 

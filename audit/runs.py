@@ -41,6 +41,7 @@ from attacks import membership as mia
 
 from . import comparator, model, registry, statistics, tightness
 from . import config as config_mod
+from . import formatting as fmt
 
 __all__ = ["RunError", "audit_variant", "build", "execute", "load_result", "spec_of"]
 
@@ -279,11 +280,12 @@ def audit_variant(v: dict[str, Any], run_dir: Path, *, progress: bool = False,
             histogram=_histogram(name, sc[target].numpy(), sc[~target].numpy(), ("true candidate", "other candidates")),
             violation=model.ViolationTest(
                 rc.violated, "ReRo bound 1 - f(kappa)",
-                (f"VIOLATION: reconstruction success ≥ {rc.success_lower:.4g} "
-                 f"(at {comparator.format_confidence(1 - s)}) exceeds the bound {rc.bound:.4g}: bug or broken DP")
+                (f"VIOLATION: reconstruction success ≥ {fmt.lower(rc.success_lower, 4)} "
+                 f"(at {comparator.format_confidence(1 - s)}) exceeds the bound {fmt.upper(rc.bound, 4)}: "
+                 "bug or broken DP")
                 if rc.violated else
-                f"no violation: success ≥ {rc.success_lower:.4g} within the bound "
-                f"{'n/a' if rc.bound is None else format(rc.bound, '.4g')}", 1 - s))
+                f"no violation: success ≥ {fmt.lower(rc.success_lower, 4)} within the bound "
+                f"{'n/a' if rc.bound is None else fmt.upper(rc.bound, 4)}", 1 - s))
     else:
         truth = out.truth
         if out.design is games.Design.MULTI_RUN:
@@ -383,25 +385,27 @@ def _check_claim(cmp, curves, claim, sc, truth, design, aud, spec) -> dict[str, 
                              "; write the claimed epsilon as a number")
         eps_claim = acc_eps
     eps_claim = float(eps_claim)
+    claimed = fmt.exact(eps_claim)
     accountant_ok = acc_eps is not None and acc_eps <= eps_claim * (1 + 1e-9)
     s = aud["significance"]
     if design is games.Design.MULTI_RUN:
         lb = statistics.epsilon_lower_bound(sc[truth], sc[~truth], delta=d, significance=s,
                                             strategy=_strategy(aud["threshold"], int(aud["seed"]))).value
         claim_curve = acc.TradeOff.from_dp_pairs(torch.tensor([eps_claim]), torch.tensor([d]))
-        v = comparator.violation_test(cmp.points, claim_curve, against=f"claim (eps={eps_claim:.4g}, delta={d:g})")
+        v = comparator.violation_test(cmp.points, claim_curve, against=f"claim (eps={claimed}, delta={d:g})")
         audit_ok = not v.violated and lb <= eps_claim
-        msg = v.message if v.violated else (f"epsilon_lower {lb:.4g} > claimed {eps_claim:.4g}" if lb > eps_claim
+        msg = v.message if v.violated else (f"epsilon_lower {fmt.lower(lb, 4)} > claimed {claimed}" if lb > eps_claim
                                             else "")
     else:
         lb = statistics.epsilon_one_run(sc, truth, delta=d, significance=s).value
         audit_ok = lb <= eps_claim
-        msg = "" if audit_ok else f"one-run epsilon_lower {lb:.4g} > claimed {eps_claim:.4g}"
+        msg = "" if audit_ok else f"one-run epsilon_lower {fmt.lower(lb, 4)} > claimed {claimed}"
     broken = cmp.violated
     reasons = []
     if not accountant_ok:
-        reasons.append(f"accountant: epsilon {acc_eps if acc_eps is not None else 'unavailable'} at delta={d:g} "
-                       f"exceeds the claimed {eps_claim:.4g}" + (
+        acc_words = fmt.upper(acc_eps) if acc_eps is not None else "unavailable"
+        reasons.append(f"accountant: epsilon {acc_words} at delta={d:g} "
+                       f"exceeds the claimed {claimed}" + (
                            " (epsilon = 0 is a claim of perfect privacy; before dpaudit 0.2 it meant the "
                            "accountant's own epsilon, now written epsilon = \"accountant\")" if eps_claim == 0 else ""))
     if not audit_ok:

@@ -52,6 +52,7 @@ from accountants._validate import InputError, InputTypeError
 from accountants.events import DPSGD
 
 from . import comparator
+from . import formatting as fmt
 
 __all__ = ["DESIGNS", "audit_name", "audit_scores", "audit_scores_run", "audit_trainer", "check_out_folder",
            "map_nonfinite", "read_scores"]
@@ -391,21 +392,23 @@ def _claim(cmp, member, score, spec, eps_claim, delta, s, design) -> dict[str, A
     """Does the claim (ε, δ) hold, by the accountant and by the scores? (as ``dpaudit check``)"""
     acc_eps = cmp.curves.epsilon_best
     accountant_ok = acc_eps is not None and acc_eps <= eps_claim * (1 + 1e-9)
+    claimed = fmt.exact(eps_claim)
     if design == "multi_run":
         lb = cmp.epsilon_lower.value
         claim_curve = acc.TradeOff.from_dp_pairs(torch.tensor([eps_claim]), torch.tensor([delta]))
-        v = comparator.violation_test(cmp.points, claim_curve, against=f"claim (eps={eps_claim:.4g}, delta={delta:g})")
+        v = comparator.violation_test(cmp.points, claim_curve, against=f"claim (eps={claimed}, delta={delta:g})")
         audit_ok = not v.violated and lb <= eps_claim
-        msg = v.message if v.violated else (f"epsilon_lower {lb:.4g} > claimed {eps_claim:.4g}"
+        msg = v.message if v.violated else (f"epsilon_lower {fmt.lower(lb, 4)} > claimed {claimed}"
                                             if lb > eps_claim else "")
     else:
         lb = cmp.epsilon_lower.value
         audit_ok = lb <= eps_claim
-        msg = "" if audit_ok else f"one-run epsilon_lower {lb:.4g} > claimed {eps_claim:.4g}"
+        msg = "" if audit_ok else f"one-run epsilon_lower {fmt.lower(lb, 4)} > claimed {claimed}"
     reasons = []
     if not accountant_ok:
-        reasons.append(f"accountant: epsilon {acc_eps if acc_eps is not None else 'unavailable'} at delta={delta:g} "
-                       f"exceeds the claimed {eps_claim:.4g}")
+        acc_words = fmt.upper(acc_eps) if acc_eps is not None else "unavailable"
+        reasons.append(f"accountant: epsilon {acc_words} at delta={delta:g} "
+                       f"exceeds the claimed {claimed}")
     if not audit_ok:
         reasons.append(f"audit: {msg}")
     if cmp.violated:

@@ -69,3 +69,19 @@ def sgm_rdp_series(alpha: int, q: float, sigma: float, dps: int = 50) -> mp.mpf:
             for k in range(2, a + 1)
         )
         return mp.log1p(am1) / (a - 1)
+
+
+def gdp_epsilon_mp(mu: float, delta: float, dps: int = 50) -> float:
+    """Exact ε(δ) of μ-GDP by bisection on δ(ε) = Φ(μ/2 − ε/μ) − e^ε Φ(−μ/2 − ε/μ) (Balle & Wang 2018 Thm 8;
+    Dong, Roth, Su 2022 Cor. 2.13), in mpmath at ``dps`` digits; returns the upper end of the bracket."""
+    with mp.workdps(dps):
+        m, d = mp.mpf(mu), mp.mpf(delta)
+
+        def excess(e):
+            return mp.ncdf(m / 2 - e / m) - mp.exp(e) * mp.ncdf(-m / 2 - e / m) - d
+
+        lo, hi = mp.mpf(0), m * m / 2 + 20 * m + 10
+        for _ in range(300):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if excess(mid) > 0 else (lo, mid)
+        return float(hi)

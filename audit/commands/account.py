@@ -11,6 +11,7 @@ import accountants as acc
 from accountants import _validate as check
 from accountants import describe
 from accountants._validate import InputError
+from audit import formatting as fmt
 
 JSON_FORMAT = "dpaudit.account/2"  # /2: "spec" is accountants.describe.to_dict (dpaudit.spec/1)
 
@@ -137,11 +138,12 @@ def run(args: argparse.Namespace) -> int:
     for name, r in results.items():
         if args.delta is not None:
             extra = f" (order {r['order']:g})" if r.get("order") is not None else ""
-            lo = f", certified lower {r['lower']:.6g}" if r.get("lower") is not None else ""
-            print(f"  {name:>4}: epsilon <= {r['epsilon']:.6g} at delta = {r['delta']:g}{extra}{lo}  [upper bound]")
+            lo = f", certified lower {fmt.lower(r['lower'])}" if r.get("lower") is not None else ""
+            eps = fmt.upper(r["epsilon"])
+            print(f"  {name:>4}: epsilon <= {eps} at delta = {r['delta']:g}{extra}{lo}  [upper bound]")
         else:
             extra = f" (order {r['order']:g})" if r.get("order") is not None else ""
-            print(f"  {name:>4}: delta <= {r['delta']:.6g} at epsilon = {r['epsilon']:g}{extra}  [upper bound]")
+            print(f"  {name:>4}: delta <= {fmt.upper(r['delta'])} at epsilon = {r['epsilon']:g}{extra}  [upper bound]")
         if r.get("theorem"):
             print(f"        by: {r['theorem']}")
     for name, why in skipped.items():
@@ -174,8 +176,8 @@ def _run_event(args: argparse.Namespace, spec: Any) -> int:
         return 0
     print(f"dp_accounting event {args.dp_event}: {words}; neighbouring={args.neighbouring}")
     for name, r in results.items():
-        lo = f", certified lower {r['lower']:.6g}" if r.get("lower") is not None else ""
-        print(f"  {name:>4}: epsilon <= {r['epsilon']:.6g} at delta = {r['delta']:g}{lo}  [upper bound]")
+        lo = f", certified lower {fmt.lower(r['lower'])}" if r.get("lower") is not None else ""
+        print(f"  {name:>4}: epsilon <= {fmt.upper(r['epsilon'])} at delta = {r['delta']:g}{lo}  [upper bound]")
     for name, why in skipped.items():
         print(f"  {name:>4}: not available for this run ({why})")
     return 0
@@ -209,10 +211,10 @@ def _run_shuffle(args: argparse.Namespace, spec: acc.DPSGD) -> int:
             return 0
         print(_shuffle_header(spec))
         if low is not None:
-            print(f"  lower: delta >= {low:.6g} at epsilon = {args.epsilon:g}  [certified lower bound]")
+            print(f"  lower: delta >= {fmt.lower(low)} at epsilon = {args.epsilon:g}  [certified lower bound]")
         for n, (u, p) in ups.items():
-            print(f"  {n:>4}: delta <= {u.value:.6g} at epsilon = {args.epsilon:g}  [upper bound]; "
-                  f"{p.value:.6g} if it were Poisson sampled (NOT a bound for shuffled batches)")
+            print(f"  {n:>4}: delta <= {fmt.upper(u.value)} at epsilon = {args.epsilon:g}  [upper bound]; "
+                  f"{fmt.upper(p.value)} if it were Poisson sampled (NOT a bound for shuffled batches)")
         return 0
     bounds = {name: acc.shuffle_bounds(spec, args.delta, method=name) for name in names}
     lower = next(iter(bounds.values())).lower
@@ -225,12 +227,12 @@ def _run_shuffle(args: argparse.Namespace, spec: acc.DPSGD) -> int:
         return 0
     print(_shuffle_header(spec))
     if lower is not None:
-        print(f"  lower: epsilon >= {lower:.6g} at delta = {args.delta:g}  [certified lower bound, "
+        print(f"  lower: epsilon >= {fmt.lower(lower)} at delta = {args.delta:g}  [certified lower bound, "
               "Chua et al. 2024 construction]")
     for name, b in bounds.items():
-        print(f"  {name:>4}: epsilon <= {b.upper.value:.6g} at delta = {args.delta:g}  [upper bound: "
+        print(f"  {name:>4}: epsilon <= {fmt.upper(b.upper.value)} at delta = {args.delta:g}  [upper bound: "
               f"{acc.shuffle.shuffle_epochs(spec)} epochs, no amplification]")
     for name, b in bounds.items():
-        print(f"  {name:>4}: epsilon = {b.poisson.value:.6g} if it were Poisson sampled at q = {s.rate:g} "
+        print(f"  {name:>4}: epsilon = {fmt.upper(b.poisson.value)} if it were Poisson sampled at q = {s.rate:g} "
               "(NOT a bound for shuffled batches)")
     return 0

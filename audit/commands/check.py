@@ -19,6 +19,7 @@ from xml.sax.saxutils import escape, quoteattr
 from accountants._validate import InputError
 
 from .. import backends, registry, report, runs
+from .. import formatting as fmt
 from ..model import RunResult
 
 
@@ -85,7 +86,7 @@ def run(args: Any) -> int:
         if c is None:  # a reconstruction game decides no (ε, δ) claim: its violation test is its verdict
             print(f"{a.name}: {a.violation.message}", file=sys.stderr if a.violation.violated else sys.stdout)
             continue
-        print(f"{a.name}: claim (epsilon={c.epsilon:.4g}, delta={c.delta:g}) {'holds' if c.holds else 'VIOLATED'}")
+        print(f"{a.name}: claim (epsilon={fmt.exact(c.epsilon)}, delta={c.delta:g}) {report.claim_status(c)}")
         for r in c.reasons:
             print(f"  - {r}", file=sys.stderr if not c.holds else sys.stdout)
     return 0 if (result.claim is None or result.claim.holds) and not result.violation else 1

@@ -17,6 +17,7 @@ from xml.sax.saxutils import escape, quoteattr
 import accountants as acc
 from accountants import describe
 
+from .. import formatting as fmt
 from .. import report
 from .. import score as score_mod
 from .account import _neighbouring, _sampling, spec_from_args
@@ -105,7 +106,8 @@ def run(args: argparse.Namespace) -> int:
     print(a["violation"]["message"], file=sys.stderr if a["violation"]["violated"] else sys.stdout)
     if a.get("claim"):
         c = a["claim"]
-        print(f"claim (epsilon={c['epsilon']:.4g}, delta={c['delta']:g}) {'holds' if c['holds'] else 'VIOLATED'}")
+        status = "holds" if c["holds"] else ("VIOLATED" if not c["audit_holds"] else "not supported")
+        print(f"claim (epsilon={fmt.exact(c['epsilon'])}, delta={c['delta']:g}) {status}")
         for r in c["reasons"]:
             print(f"  - {r}", file=sys.stderr)
     if args.out:

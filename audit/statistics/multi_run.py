@@ -233,7 +233,11 @@ def certifiable_epsilon(fpr: ArrayLike, fnr: ArrayLike, n_in: int, n_out: int, *
     """
     s, d = _significance(significance), _delta(delta)
     n_in, n_out = _trials("n_in", n_in), _trials("n_out", n_out)
-    fp = np.clip(np.round(_rates("fpr", fpr) * n_out), 0, n_out)
-    fn = np.clip(np.round(_rates("fnr", fnr) * n_in), 0, n_in)
+    a, f = _rates("fpr", fpr), _rates("fnr", fnr)
+    if 0 in (a.size, f.size) or (a.shape != f.shape and 1 not in (a.size, f.size)):  # was a raw numpy ValueError
+        raise InputError(f"fpr and fnr must be non-empty and of one length (points of a curve); got {a.size} "
+                         f"and {f.size} values")
+    fp = np.clip(np.round(a * n_out), 0, n_out)
+    fn = np.clip(np.round(f * n_in), 0, n_in)
     return float(np.max(_cp_epsilon(fp, fn, n_in, n_out, d, s)))
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
@@ -117,6 +118,7 @@ CURVES = st.one_of(
 )
 
 
+@pytest.mark.slow
 @CI(40)
 @given(a=CURVES, b=CURVES)
 def test_compare_and_delta_divergence(a, b):

@@ -54,6 +54,7 @@ EXTREME = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("alpha", "q", "sigma"), EXTREME)
 def test_fractional_orders_match_mpmath_quadrature(alpha, q, sigma):
     # Source: mpmath quadrature of the defining integral at 50 digits (tests/oracles.py);
@@ -81,7 +82,7 @@ def test_q_one_is_the_gaussian_mechanism():
 
 def test_peer_test_anchor_dp_accounting():
     # Source: dp_accounting's own unit test test_compute_rdp_poisson_sampled_gaussian (q=0.01, σ=2.5,
-    # 50 steps), quoted in digests/peer_accountants.md §3d; their rtol is 1e-4.
+    # 50 steps) in dp_accounting/rdp/rdp_privacy_accountant_test.py (dp-accounting 0.6.0); their rtol is 1e-4.
     orders = torch.tensor([1.5, 2.5, 5.0, 50.0, 100.0], dtype=torch.float64)
     got = 50 * rdp_poisson_gaussian(orders, 0.01, 2.5)
     pinned = torch.tensor(

@@ -114,9 +114,9 @@ def test_embedded_reference_matches_values_json():
     assert all(tuple(x["params"]["eps"]) == EPS_GRID for x in recs)
 
 
-# Source: papers/digests/balle2018_amplification_by_subsampling.md §6.1 (quadrature and mpmath; 12
-# significant digits → rtol 1e-11), extreme tails included.
-DIGEST_GAUSSIAN = [
+# (μ, ε, δ): the Gaussian profile δ(ε) = Φ(μ/2 − ε/μ) − e^ε Φ(−μ/2 − ε/μ) (Balle & Wang 2018 Thm 8), the
+# third column as printed by _gaussian_delta_mp below (mpmath, 60 digits), extreme tails included.
+GAUSSIAN_CASES = [
     (0.5, 0.0, 0.197412651366), (0.5, 1.0, 0.00682959498311), (0.5, 4.0, 2.70603380296e-16),
     (1.0, 0.5, 0.238421708135), (1.0, 2.0, 0.0209236358211), (1.0, 4.0, 4.71224120079e-05),
     (2.0, 1.0, 0.509861660055), (2.0, 4.0, 0.0849533186711),
@@ -126,10 +126,17 @@ DIGEST_GAUSSIAN = [
 ]
 
 
-def test_gaussian_profile_digest_and_tails():
-    mu, eps, want = (list(c) for c in zip(*DIGEST_GAUSSIAN, strict=True))
-    got = delta_gaussian(_t(eps), _t(mu))
-    torch.testing.assert_close(got, _t(want), rtol=1e-10, atol=0.0)
+def _gaussian_delta_mp(mu: float, eps: float) -> float:
+    with mp.workdps(60):
+        m, e = mp.mpf(mu), mp.mpf(eps)
+        return float(mp.ncdf(m / 2 - e / m) - mp.exp(e) * mp.ncdf(-m / 2 - e / m))
+
+
+def test_gaussian_profile_closed_form_and_tails():
+    mu, eps, printed = (list(c) for c in zip(*GAUSSIAN_CASES, strict=True))
+    want = [_gaussian_delta_mp(m, e) for m, e in zip(mu, eps, strict=True)]
+    torch.testing.assert_close(_t(printed), _t(want), rtol=1e-10, atol=0.0)  # the table is the closed form
+    torch.testing.assert_close(delta_gaussian(_t(eps), _t(mu)), _t(want), rtol=1e-10, atol=0.0)
 
 
 def test_gaussian_profile_mpmath_oracle():
@@ -157,13 +164,13 @@ def test_gaussian_profile_limits():
 # --------------------------------------------------------------------------- Laplace and RR
 
 
-def test_laplace_profile_digest():
-    # Source: digest §6.2 (mpmath quadrature to 1e-15; 12 digits → rtol 1e-11).
-    cases = [(1.0, 0.0, 0.393469340287), (1.0, 0.25, 0.312710721209), (1.0, 0.5, 0.221199216929),
-             (1.0, 1.0, 0.0), (1.0, 3.0, 0.0), (0.5, 0.25, 0.117503097415), (2.0, 0.5, 0.527633447259),
-             (2.0, 1.9, 0.048770575499)]
-    for eta, eps, want in cases:
-        assert delta_laplace(eps, eta).item() == pytest.approx(want, rel=1e-11, abs=0.0)
+def test_laplace_profile_closed_form():
+    # Closed form (Balle et al. 2018 §5, Laplace with ε₀ = η): δ(ε) = 1 − e^{(ε − η)/2} for ε < η, else 0;
+    # e.g. 0.393469340287 at η = 1, ε = 0. rtol 1e-11.
+    cases = [(1.0, 0.0), (1.0, 0.25), (1.0, 0.5), (1.0, 1.0), (1.0, 3.0), (0.5, 0.25), (2.0, 0.5), (2.0, 1.9)]
+    for eta, eps in cases:
+        want = -math.expm1((eps - eta) / 2) if eps < eta else 0.0
+        assert delta_laplace(eps, eta).item() == pytest.approx(want, rel=1e-11, abs=1e-300)
 
 
 def test_randomized_response_profile_is_its_own_delta():
@@ -188,7 +195,7 @@ def test_group_profiles_white_box_beats_black_box():
         white_l = delta_laplace_group(eps, 0.5, k)
         black_l = delta_group_black_box(lambda e: delta_laplace(e, 0.5), eps, k)
         assert (white_l <= black_l + 1e-15).all()
-    # Source: digest §5.5: k = 3, η = 1, ε = 3 gives 1.41 before clipping, so the bound is 1.
+    # k = 3, μ = 1, ε = 3: the black-box group bound exceeds 1 (1.41) before clipping, so the bound is 1.
     assert delta_group_black_box(lambda e: delta_gaussian(e, 1.0), 3.0, 3).item() == 1.0
     # ε → 0: the factor tends to k
     got = delta_group_black_box(lambda e: delta_gaussian(e, 0.1), 0.0, 4).item()
@@ -198,29 +205,38 @@ def test_group_profiles_white_box_beats_black_box():
 # ----------------------------------------------------------------------- amplification maps
 
 
-def test_amplification_map_digest():
-    # Source: digest §6.4 (12 digits → rtol 1e-11).
-    for eps, gamma, want in [(1.0, 0.01, 0.0170368632362), (1.0, 0.1, 0.15856507874),
-                             (0.1, 0.5, 0.0512494795136), (5.0, 0.001, 0.137509981747), (2.0, 0.05, 0.277217108945)]:
+def test_amplification_map_closed_form():
+    # Closed form (Balle et al. 2018 Thm 8): ε' = log(1 + γ(e^ε − 1)), e.g. 0.0170368632362 at ε = 1, γ = 0.01.
+    for eps, gamma in [(1.0, 0.01), (1.0, 0.1), (0.1, 0.5), (5.0, 0.001), (2.0, 0.05)]:
+        want = math.log1p(gamma * math.expm1(eps))
         assert amplified_epsilon(eps, gamma).item() == pytest.approx(want, rel=1e-11)
         assert base_epsilon(want, gamma).item() == pytest.approx(eps, rel=1e-10)
     assert amplified_epsilon(800.0, 0.01).item() == pytest.approx(800.0 + math.log(0.01), rel=1e-15)
 
 
-def test_poisson_amplified_gaussian_digest():
-    # Source: digest §6.6: Thm 8 value = exact removal direction of one Poisson-subsampled Gaussian
-    # step (mpmath closed form + quadrature), 12 digits → rtol 1e-10.
-    cases = [(0.01, 1.0, 0.01, 0.0019002737053), (0.01, 1.0, 0.5, 2.21451901315e-07),
-             (0.01, 1.0, 2.0, 1.72484212001e-12), (0.1, 1.0, 0.1, 0.0184719306881),
-             (0.1, 0.5, 0.1, 0.00236420970692), (0.5, 2.0, 0.5, 0.27014924538), (0.001, 2.0, 1.0, 1.23690887887e-06)]
-    for gamma, mu, eps, want in cases:
+def _poisson_gaussian_removal_mp(gamma: float, mu: float, eps: float) -> float:
+    """D_{e^ε}((1−γ)N(0,1) + γN(μ,1) ‖ N(0,1)) in closed form (mpmath, 40 digits): the likelihood ratio exceeds
+    e^ε iff z > t, t = (log((e^ε − (1 − γ))/γ) + μ²/2)/μ."""
+    with mp.workdps(40):
+        g, m, a = mp.mpf(gamma), mp.mpf(mu), mp.e ** mp.mpf(eps)
+        t = (mp.log((a - (1 - g)) / g) + m**2 / 2) / m
+        return float((1 - g) * mp.ncdf(-t) + g * mp.ncdf(m - t) - a * mp.ncdf(-t))
+
+
+def test_poisson_amplified_gaussian_closed_form():
+    # Balle et al. 2018 Thm 8 applied to the Gaussian profile = the exact removal direction of one
+    # Poisson-subsampled Gaussian step (_poisson_gaussian_removal_mp; e.g. 0.0019002737053 at γ = 0.01, μ = 1,
+    # ε = 0.01). rtol 1e-10.
+    cases = [(0.01, 1.0, 0.01), (0.01, 1.0, 0.5), (0.01, 1.0, 2.0), (0.1, 1.0, 0.1), (0.1, 0.5, 0.1), (0.5, 2.0, 0.5),
+             (0.001, 2.0, 1.0)]
+    for gamma, mu, eps in cases:
         got = amplify_poisson_remove_add(lambda e, mu=mu: delta_gaussian(e, mu), eps, gamma).item()
-        assert got == pytest.approx(want, rel=1e-10)
+        assert got == pytest.approx(_poisson_gaussian_removal_mp(gamma, mu, eps), rel=1e-10)
 
 
 def test_poisson_amplified_gaussian_is_exact_removal_divergence():
     # Oracle: D_{e^ε}((1−γ)N(0,1) + γN(μ,1) ‖ N(0,1)) by mpmath quadrature over the region where the
-    # integrand is positive (the Thm 8 value is attained; digest §3.7).
+    # integrand is positive (the Thm 8 value is attained: Balle et al. 2018 Thm 13).
     mp.mp.dps = 30
     gamma, mu, eps = 0.2, 1.3, 0.4
     a = mp.e**eps
@@ -230,11 +246,22 @@ def test_poisson_amplified_gaussian_is_exact_removal_divergence():
     assert got == pytest.approx(float(want), rel=1e-12)
 
 
-def test_wr_amplification_digest():
-    # Source: digest §6.5 (γ) and §6.10 (Thm 10 bound with white-box and black-box group profiles;
-    # 10 digits → rtol 1e-9; black-box column has 6-9 digits → 1e-6).
-    assert tv_wr(256, 60000).item() == pytest.approx(0.0042576127806, rel=1e-10)
-    assert tv_wr(5, 10).item() == pytest.approx(0.40951, rel=1e-12)
+def _wr_white_mp(eps_amp: float, m: int, n: int) -> float:
+    """Balle et al. 2018 Thm 10, Eq. (12), with the white-box Gaussian group profiles (μ = k for k records),
+    in mpmath (40 digits): Σ_{k=1}^{m} Bin(k; m, 1/n) δ_{N(k)}(ε), ε = log(1 + (e^{ε'} − 1)/γ), γ = 1 − (1 − 1/n)^m."""
+    with mp.workdps(40):
+        w = 1 / mp.mpf(n)
+        gamma = 1 - (1 - w) ** m
+        e = mp.log(1 + mp.expm1(eps_amp) / gamma)
+        return float(mp.fsum(mp.binomial(m, k) * w**k * (1 - w) ** (m - k)
+                             * (mp.ncdf(k / mp.mpf(2) - e / k) - mp.exp(e) * mp.ncdf(-k / mp.mpf(2) - e / k))
+                             for k in range(1, m + 1)))
+
+
+def test_wr_amplification_closed_form():
+    # γ = 1 − (1 − 1/n)^m (Balle et al. 2018 Thm 10): 0.0042576127806 at m = 256, n = 60000; 0.40951 at 5 of 10.
+    assert tv_wr(256, 60000).item() == pytest.approx(-math.expm1(256 * math.log1p(-1 / 60000)), rel=1e-12)
+    assert tv_wr(5, 10).item() == pytest.approx(1 - 0.9**5, rel=1e-12)
 
     def white(e, k):
         return delta_gaussian_group(e, 1.0, k)
@@ -242,10 +269,16 @@ def test_wr_amplification_digest():
     def black(e, k):
         return delta_group_black_box(lambda x: delta_gaussian(x, 1.0), e, k)
 
-    for n, m, eps, w_want, b_want in [(10, 5, 0.1, 0.1573778526, 0.1653660043),
-                                      (100, 10, 1.0, 0.001025866959, 0.00160750874)]:
-        assert amplify_wr_substitution(white, eps, m, n).item() == pytest.approx(w_want, rel=1e-9)
-        assert amplify_wr_substitution(black, eps, m, n).item() == pytest.approx(b_want, rel=1e-6)
+    # white box: the mpmath sum above (0.1573778526, 0.001025866959), rtol 1e-9; black box (0.1653660043,
+    # 0.00160750874): the same sum over the black-box group profiles, never below the white box
+    for n, m, eps in [(10, 5, 0.1), (100, 10, 1.0)]:
+        assert amplify_wr_substitution(white, eps, m, n).item() == pytest.approx(_wr_white_mp(eps, m, n), rel=1e-9)
+        w_, g_ = 1 / n, 1 - (1 - 1 / n) ** m
+        base = math.log1p(math.expm1(eps) / g_)
+        b_want = sum(math.comb(m, k) * w_**k * (1 - w_) ** (m - k) * black(_t([base]), _t([float(k)])).item()
+                     for k in range(1, m + 1))
+        assert amplify_wr_substitution(black, eps, m, n).item() == pytest.approx(b_want, rel=1e-9)
+        assert amplify_wr_substitution(black, eps, m, n) >= amplify_wr_substitution(white, eps, m, n)
         # Thm 11 (hybrid remove/add) has the same bound
         assert amplify_wr_remove_add(white, eps, m, n).item() == amplify_wr_substitution(white, eps, m, n).item()
 
@@ -325,18 +358,14 @@ def _brute_wr(p, m, n, eps):
 
 def test_randomized_membership_attains_amplified_profiles():
     # Brute force (exhaustive enumeration of subsamples, n = 6) = Lemma 12 closed form = Thms 8/9/10
-    # applied to the base profile φ_p (Thm 13: the theorems are tight). Digest §6.9 pins the values.
+    # applied to the base profile φ_p (Thm 13: the theorems are tight). The values in closed form: for
+    # randomized membership the profile is δ(ε) = max(0, γ(2p − 1) − (e^ε − 1)(1 − p)) (Lemma 12).
     p, n, m = 0.8, 6, 3
 
     def phi(e):
         return delta_randomized_response(e, p)
 
-    digest = {  # α' = e^ε → value (digest §6.9)
-        "poisson": [0.18, 0.16, 0.08, 0.0],
-        "wor": [0.3, 0.28, 0.2, 0.1],
-        "wr": [0.2527777778, 0.2327777778, 0.1527777778, 0.0527777778],
-    }
-    for i, alpha in enumerate([1.0, 1.1, 1.5, 2.0]):
+    for alpha in [1.0, 1.1, 1.5, 2.0]:
         eps = math.log(alpha)
         brute = {
             "poisson": _brute_poisson(p, 0.3, n, eps),
@@ -353,13 +382,14 @@ def test_randomized_membership_attains_amplified_profiles():
             closed = randomized_membership_profile(eps, p, gammas[scheme]).item()
             assert brute[scheme] == pytest.approx(closed, abs=1e-14), scheme
             assert theorem[scheme] == pytest.approx(closed, abs=1e-14), scheme
-            assert closed == pytest.approx(digest[scheme][i], abs=1e-10), scheme
+            g = float(gammas[scheme])
+            assert closed == pytest.approx(max(0.0, g * (2 * p - 1) - (alpha - 1) * (1 - p)), abs=1e-12), scheme
 
 
-def test_randomized_membership_digest_worked_case():
-    # Source: digest §6.9 worked cases (12 digits → abs 1e-11).
+def test_randomized_membership_worked_case():
+    # Closed form (Lemma 12 above): at ε = 0, δ = γ(2p − 1) = 0.0467495985687 for p = (e + 0.01)/(e + 1), γ = 0.1.
     p = (math.e + 0.01) / (math.e + 1)
-    assert randomized_membership_profile(0.0, p, 0.1).item() == pytest.approx(0.0467495985687, abs=1e-11)
+    assert randomized_membership_profile(0.0, p, 0.1).item() == pytest.approx(0.1 * (2 * p - 1), abs=1e-14)
     eps_amp = amplified_epsilon(1.0, 0.1).item()
     assert randomized_membership_profile(eps_amp, p, 0.1).item() == pytest.approx(0.001, abs=1e-13)
     # the audit reading: a test with FPR = 1 − p and TPR = 1 − p + γ(2p − 1) recovers ε' exactly

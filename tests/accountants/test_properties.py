@@ -53,6 +53,7 @@ def test_batched_equals_loop(configs):
         assert batch[i].item() == pytest.approx(eps(*c), rel=1e-12)
 
 
+@pytest.mark.slow
 @given(st.floats(0.5, 20.0), st.floats(1e-4, 0.2), st.integers(10, 5000))
 def test_calibration_never_overshoots(target, q, t):
     spec = acc.DPSGD(1.0, acc.Poisson(q), t)

@@ -106,7 +106,8 @@ def test_gaussian_epsilon_round_trip_and_bayes_risk_by_brute_force():
 
 def test_laplace_closed_forms_against_paper_listing():
     # Source: Kaissis et al. 2024 App. B.3 listing, f_lap = laplace.cdf(laplace.isf(α) − μ)
-    # (scipy), and the digest §3.3 closed forms R* = e^{−η/2}/2, TV = 1 − e^{−η/2}.
+    # (scipy), and the closed forms of the Laplace pair at shift η: TV = 1 − e^{−η/2} (∫ |p − q| / 2) and
+    # R* = (1 − TV)/2 = e^{−η/2}/2 (the Bayes risk at prior ½ is (1 − TV)/2).
     scipy_stats = pytest.importorskip("scipy.stats")
     for eta in (0.5, 1.0, 2.0):
         f = LaplaceTradeOff(eta)
@@ -129,8 +130,8 @@ def test_laplace_closed_forms_against_paper_listing():
 
 @pytest.mark.parametrize(("eps", "delta"), [(0.0, 0.1), (1.0, 0.0), (1.0, 1e-3), (4.0, 1e-5)])
 def test_single_pair_is_exact(eps, delta):
-    # Source: Dong et al. 2022 Prop. 2.5 (f_{ε,δ}) and the digest's closed form
-    # R_min = (1 − δ) min{π, 1 − π, 1/(1 + e^ε)}; exact in float64.
+    # Source: Dong et al. 2022 Prop. 2.5 (f_{ε,δ}) and its Bayes risk min_α πα + (1 − π) f(α), attained at a
+    # kink of f (α = 0, (1 − δ)/(1 + e^ε) or 1 − δ): R_min = (1 − δ) min{π, 1 − π, 1/(1 + e^ε)}; exact in float64.
     f = TradeOff.from_dp_pairs([eps], [delta])
     assert f.bound == "lower"
     a = torch.linspace(0, 1, 1001, dtype=F64)

@@ -171,10 +171,19 @@ def test_kept_observations_reproduce_the_scores(white_setup, tmp_path):
 
 
 _CHILD = """
+import pathlib, time
 import torch
 torch.set_num_threads(1)  # the same thread setting as this test process: bit-identical reductions
 import accountants as acc
 from attacks import canaries, data, games, models
+_append, written = games._append, []
+def _append_then_wait(fh, record):  # after the 2nd flushed trial: say so, and wait for the SIGKILL
+    _append(fh, record)
+    written.append(record)
+    if len(written) == 2:
+        pathlib.Path({ready!r}).write_text("2")
+        time.sleep(3600)
+games._append = _append_then_wait
 d = data.digits().subset(slice(0, 30))
 setup = games.Setup(acc.DPSGD(1.0, acc.Poisson(0.5), steps=60), models.logistic_regression(64, 10), d)
 games.multi_run_game(setup, canaries.dirac([0], dim=650), n_trials=16, seed=21, chunk_size=2,
@@ -183,26 +192,30 @@ games.multi_run_game(setup, canaries.dirac([0], dim=650), n_trials=16, seed=21, 
 
 
 def test_sigkill_midway_then_resume(tmp_path):
-    """A real kill: the game runs in a child process that receives SIGKILL after two trials are on disk."""
+    """A real kill: the game runs in a child process that receives SIGKILL after two trials are on disk.
+
+    Synchronised on a file, not on timing (issue 23 §6: polling every 5 ms lost the race on a loaded
+    machine): the child writes ``ready`` after its 2nd flushed trial and waits; only then is it killed."""
     import os
     import signal
     import subprocess
     import sys
     import time
 
-    run_dir = tmp_path / "killed"
-    child = subprocess.Popen([sys.executable, "-c", _CHILD.format(run_dir=str(run_dir))])
+    run_dir, ready = tmp_path / "killed", tmp_path / "ready"
+    child = subprocess.Popen([sys.executable, "-c", _CHILD.format(run_dir=str(run_dir), ready=str(ready))])
+    try:
+        while not ready.exists() and child.poll() is None:  # no deadline: the child either signals or exits
+            time.sleep(0.01)
+        assert ready.exists(), f"the child exited ({child.returncode}) before two trials were written"
+        os.kill(child.pid, signal.SIGKILL)
+    finally:
+        if child.poll() is None:
+            child.kill()
+        child.wait()
     path = run_dir / "trials.jsonl"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and child.poll() is None:
-        if path.exists() and len(path.read_bytes().splitlines()) >= 2:
-            os.kill(child.pid, signal.SIGKILL)
-            break
-        time.sleep(0.005)
-    child.wait()
-    n_before = len(path.read_bytes().splitlines())
-    assert child.returncode == -signal.SIGKILL, "the child finished before it could be killed"
-    assert 2 <= n_before < 16
+    assert child.returncode == -signal.SIGKILL
+    assert len(path.read_bytes().splitlines()) == 2  # exactly what was flushed before the kill
 
     d = data.digits().subset(slice(0, 30))
     setup = games.Setup(acc.DPSGD(1.0, acc.Poisson(0.5), steps=60), models.logistic_regression(64, 10), d)

@@ -78,6 +78,7 @@ def pool():
         yield p
 
 
+@pytest.mark.slow
 def test_process_backend_gives_the_local_bytes_white_and_black_box(tmp_path):
     """The example trainer's default design (white box: audit= hook, blank canary projected) and a
     black-box variant: trials.jsonl and result.json equal to the local backend's, trial by trial."""
@@ -116,6 +117,7 @@ def test_a_trainer_error_in_a_worker_names_trainer_and_trial_and_keeps_finished_
     assert ref.scores["loss"].shape == (12,)
 
 
+@pytest.mark.slow
 def test_a_worker_that_dies_loses_no_finished_trial_and_resume_completes_the_same_bytes(tmp_path, capsys):
     _module(tmp_path)
     cfg = _config(tmp_path, "twins:dies", 16)  # dies on trial DIE_TRIAL in a pool worker only
@@ -132,6 +134,7 @@ def test_a_worker_that_dies_loses_no_finished_trial_and_resume_completes_the_sam
     assert _bytes(tmp_path / "run") == _bytes(tmp_path / "ref")
 
 
+@pytest.mark.slow
 def test_driver_killed_with_sigkill_then_resume_loses_no_finished_trial(tmp_path):
     """A real kill -9 of `dpaudit run --backend process` mid-run: every line written is a whole trial,
     and --resume (on the local backend) completes the file to the bytes of an uninterrupted run."""

@@ -30,6 +30,7 @@ def test_torch_example(name, code, capsys):
         assert "bug or broken DP" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("name", "code"), [("opacus", 0), ("opacus_buggy", 1), ("opacus_white_box", 0)])
 def test_opacus_example(name, code, capsys):
     pytest.importorskip("opacus")

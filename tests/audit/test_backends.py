@@ -62,6 +62,7 @@ def test_local_backend_is_in_order():
     assert [r for _, r in backends.Local().map(pow, 2, [3, 1, 4])] == [8, 2, 16]
 
 
+@pytest.mark.slow
 def test_process_backend_same_result_as_local(local_run, tmp_path):
     cfg, local = local_run
     out = tmp_path / "process"
@@ -111,6 +112,7 @@ def _game(run_dir, backend=None):
                                 run_dir=run_dir, progress=False, backend=backend)
 
 
+@pytest.mark.slow
 def test_killed_worker_then_resume_loses_nothing(tmp_path):
     ref = _game(tmp_path / "ref")
     with _DyingProcess(die_at=20) as dying, pytest.raises(backends.BackendError, match="--resume"):
@@ -145,6 +147,7 @@ def test_out_of_order_chunks_are_written_in_trial_order(tmp_path):
 # ------------------------------------------------------------------------------------ CLI errors
 
 
+@pytest.mark.slow
 def test_backend_usage_errors_exit_2(local_run, tmp_path, capsys):
     cfg, _ = local_run
     assert main(["run", str(cfg), "--out", str(tmp_path / "a"), "--workers", "2"]) == 2
@@ -171,6 +174,7 @@ def ray_cluster():
     ray.shutdown()
 
 
+@pytest.mark.slow
 def test_ray_backend_same_result_as_local(ray_cluster, local_run, tmp_path):
     cfg, local = local_run
     out = tmp_path / "ray"
@@ -178,6 +182,7 @@ def test_ray_backend_same_result_as_local(ray_cluster, local_run, tmp_path):
     _same_run(local, out)
 
 
+@pytest.mark.slow
 def test_ray_backend_default_config_same_result_as_local(ray_cluster, tmp_path):
     """Issue 15's done-when: `dpaudit run examples/default.toml --backend ray` gives the local result.json
     (all three default variants, crafted datasets included) and the same trials.jsonl bytes."""
@@ -190,6 +195,7 @@ def test_ray_backend_default_config_same_result_as_local(ray_cluster, tmp_path):
         assert p.read_bytes() == (tmp_path / "ray" / "audits" / p.parent.name / "trials.jsonl").read_bytes()
 
 
+@pytest.mark.slow
 def test_ray_backend_runs_a_user_trainer_to_the_local_bytes(ray_cluster, tmp_path):
     """A user's own trainer ([training] trainer, imported from the config's folder by each Ray worker):
     same trials.jsonl as local; a trainer error comes back as the one-line TrainerError (exit 2)."""

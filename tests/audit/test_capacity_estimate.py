@@ -35,7 +35,7 @@ def test_lower_bound_coverage_monte_carlo():
 
 
 def test_lower_bound_heldout_vs_plugin_bias():
-    # The in-sample maximum is biased upward (digest §6.3); the held-out value of the fitted ĥ is not.
+    # The in-sample maximum is biased upward (a maximum of noisy estimates); the held-out value of the fitted ĥ is not.
     # poly3, α = 2, N(0,1) vs N(1,1): truth log(1 + 1 + 1/2 + 1/6) = log(8/3) (α = 2 closed form).
     truth = math.log(8.0 / 3.0)
     g = torch.Generator().manual_seed(7)

@@ -3,9 +3,11 @@
 import json
 import math
 
+import numpy as np
 import pytest
 
 from audit.cli import main
+from tests.oracles import reference_records
 
 
 def _json(capsys, argv):
@@ -21,11 +23,23 @@ def test_json_laplace_kl(capsys):
     assert out["divergence"] == "kl"
     assert out["order"] is None
     assert out["class"] == "linear"
-    # Issue 8 / digest §7.1: Laplace ε = 1 linear KL 0.225987 (closed form k(1)) vs full KL e^{-1} = 0.367879.
+    # Laplace ε = 1: linear KL 0.225987, the closed form k(1) of Chaudhuri et al. 2019 Thm 9 (k(ε) = √(1+ε²) − 1
+    # − log((1+√(1+ε²))/2)), against the full KL of the Laplace pair, ε − 1 + e^{−ε} = e^{−1} at ε = 1.
     k1 = math.sqrt(2.0) - 1.0 - math.log((1.0 + math.sqrt(2.0)) / 2.0)
     assert out["restricted"]["linear"] == pytest.approx(k1, rel=1e-10)
     assert out["unrestricted"] == pytest.approx(math.exp(-1.0), rel=1e-12)
     assert "NOT (epsilon, delta)" in out["meaning"]
+
+
+def _poly_chi2(k: int) -> float:
+    """Δφᵀ Cov_Q(φ)⁻¹ Δφ for φ = (x, …, x^k), P = Laplace(0, 1), Q = Laplace(1, 1) (the α = 2 restricted
+    divergence is log(1 + this)). Raw moments from the central ones, E[(x − μ)^j] = j! for even j, 0 for odd."""
+    def raw(mu: float, n: int) -> float:
+        return sum(math.comb(n, j) * mu ** (n - j) * (math.factorial(j) if j % 2 == 0 else 0) for j in range(n + 1))
+
+    d = np.array([raw(0.0, i) - raw(1.0, i) for i in range(1, k + 1)])
+    cov = np.array([[raw(1.0, i + j) - raw(1.0, i) * raw(1.0, j) for j in range(1, k + 1)] for i in range(1, k + 1)])
+    return float(d @ np.linalg.solve(cov, d))
 
 
 def test_json_all_classes_renyi(capsys):
@@ -33,22 +47,28 @@ def test_json_all_classes_renyi(capsys):
     assert out["order"] == 2.0
     assert out["class"] == "all"
     r = out["restricted"]
-    # Digest §7.4 α = 2 closed forms: log 1.5, log 1.55, log(1.6078703704); full eq. (4) 0.619124.
-    assert r["linear"] == pytest.approx(math.log(1.5), rel=1e-10)
-    assert r["poly2"] == pytest.approx(math.log(1.55), rel=1e-10)
-    assert r["poly3"] == pytest.approx(math.log(1.6078703704), rel=1e-9)
-    assert out["unrestricted"] == pytest.approx(0.619124, abs=1e-6)
+    # α = 2 closed forms: restricted to polynomials of degree k, D_2 = log(1 + Δφᵀ Cov_Q(φ)⁻¹ Δφ), φ = (x, …, x^k),
+    # from the Laplace moments (_poly_chi2 below): log 1.5, log 1.55, log 1.6078703704; the full Rényi-2 divergence
+    # of Laplace shifted by 1 is log(⅔e + ⅓e^{−2}) = 0.619124 (Mironov 2017 Table II).
+    assert r["linear"] == pytest.approx(math.log1p(_poly_chi2(1)), rel=1e-10)
+    assert r["poly2"] == pytest.approx(math.log1p(_poly_chi2(2)), rel=1e-10)
+    assert r["poly3"] == pytest.approx(math.log1p(_poly_chi2(3)), rel=1e-9)
+    assert out["unrestricted"] == pytest.approx(math.log(2 / 3 * math.e + math.exp(-2) / 3), rel=1e-12)
     assert r["linear"] <= r["poly2"] <= r["poly3"] <= out["unrestricted"]
 
 
 def test_gaussian_and_dpsgd(capsys):
     out = _json(capsys, ["--mechanism", "gaussian:sigma=1", "--divergence", "renyi", "--order", "5"])
-    # values.json capacity_bounded (gaussian, sigma 1): lin_renyi at order 5 is 0.608795 (digest §7.3); full 2.5.
-    assert out["restricted"]["linear"] == pytest.approx(0.608795, abs=1e-6)
+    # tests/data/reference_values.json capacity_bounded (gaussian, σ = 1): lin_renyi at order 5 is 0.608795 (an
+    # independent scipy + mpmath implementation of Chaudhuri et al. 2019); full α/(2σ²) = 2.5.
+    (want,) = [r["values"]["lin_renyi"][r["params"]["orders"].index(5)] for r in reference_records("capacity_bounded")
+               if r["params"]["mechanism"] == "gaussian" and r["params"]["sigma"] == 1.0]
+    assert out["restricted"]["linear"] == pytest.approx(want, abs=1e-6)
     assert out["unrestricted"] == pytest.approx(2.5, rel=1e-12)
     out = _json(capsys, ["--mechanism", "dpsgd:noise_multiplier=1,sample_rate=0.1", "--divergence", "renyi",
                          "--order", "2"])
-    # α = 2 closed form (digest §7.8): max(log(1 + q²/σ²), log(1 + q²/(σ² + q(1−q)))) = log 1.01.
+    # α = 2 closed form (the Mahalanobis form above with k = 1): the mean moves by q, the variance is σ² one way
+    # and σ² + q(1−q) the other, so max(log(1 + q²/σ²), log(1 + q²/(σ² + q(1−q)))) = log 1.01.
     assert out["restricted"]["linear"] == pytest.approx(math.log(1.01), rel=1e-10)
     d = out["by_direction"]["restricted"]["linear"]
     assert d["without||with"] == pytest.approx(math.log1p(0.01 / 1.09), rel=1e-10)

@@ -66,6 +66,7 @@ def stop_before_games(monkeypatch):
     monkeypatch.setattr(runs, "_run_audits", reached)
 
 
+@pytest.mark.slow
 @FUZZ
 @given(text=configs())
 def test_fuzzed_toml(tmp_path_factory, capsys, stop_before_games, text):

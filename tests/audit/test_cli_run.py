@@ -37,6 +37,7 @@ CASES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fault", sorted(CASES))
 def test_check_catches_fault_where_correct_passes(fault, tmp_path, capsys):
     for f, expected in (("none", 0), (fault, 1)):
@@ -52,6 +53,7 @@ def test_check_catches_fault_where_correct_passes(fault, tmp_path, capsys):
             assert "holds" in captured.out
 
 
+@pytest.mark.slow
 def test_check_shipped_examples(capsys):
     assert main(["check", str(ROOT / "examples" / "claims.toml")]) == 0
     assert main(["check", str(ROOT / "examples" / "faulty.toml")]) == 1
@@ -67,6 +69,7 @@ def test_usage_errors_exit_2(tmp_path, capsys):
     assert main(["report", str(tmp_path)]) == 2
 
 
+@pytest.mark.slow
 def test_kill_and_resume_gives_the_same_result(tmp_path, monkeypatch, capsys):
     cfg = tmp_path / "c.toml"
     cfg.write_text(SMALL.format(fault="none", **CASES["noise_missing_factor"]).replace("chunk_size = 300",

@@ -13,7 +13,7 @@ import accountants.api as api
 from attacks import faults, games
 from attacks import membership as mia
 from attacks.threat import WhiteBox
-from audit import comparator, config, registry, runs
+from audit import comparator, config, registry, runs, statistics
 from audit.cli import build_parser, main
 
 
@@ -58,7 +58,8 @@ def test_every_registered_fault_is_a_config_choice_and_builds(name):
 @pytest.mark.parametrize("name", sorted(registry.strategies()))
 def test_every_strategy_is_a_config_choice(name):
     assert config.loads(f'[audit]\nthreshold = "{name}"')["audit"]["threshold"] == name
-    assert runs._strategy(name, 0) is not None
+    built = runs._strategy(name, 0)  # the registered builder gives that strategy, named as registered
+    assert isinstance(built, statistics.STRATEGIES[name]) and statistics.strategy_name(built).split("(")[0] == name
 
 
 def test_register_twice_is_refused():

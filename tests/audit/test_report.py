@@ -72,13 +72,17 @@ def test_top_of_the_report(tmp_path):
     assert (run / "figures" / "histogram_main.png").stat().st_size > 5_000
 
 
-def test_the_three_banners(tmp_path):
+def test_the_four_banners(tmp_path):
+    violated = "audit: VIOLATION of claim (eps=0.5, delta=1e-05): bug or broken DP"
     cases = {
         "NO VIOLATION": run_result(),
         "VIOLATION": run_result(audit_result(violated=True)),
-        "CLAIM NOT SUPPORTED": run_result(
-            audit_result(claim=model.ClaimCheck(0.5, 1e-5, 2.3, False, 0.8, False, False, ("accountant: 2.3 > 0.5",))),
+        "CLAIM NOT SUPPORTED": run_result(  # only the accountant exceeds the claim: no leak shown
+            audit_result(claim=model.ClaimCheck(0.5, 1e-5, 2.3, False, 0.4, True, False, ("accountant: 2.3 > 0.5",))),
             claim=model.ClaimSummary(False, ("main: accountant: 2.3 > 0.5",))),
+        "CLAIM VIOLATED": run_result(  # the audit refutes the claim: the same word as its reason's VIOLATION
+            audit_result(claim=model.ClaimCheck(0.5, 1e-5, 0.4, True, 0.8, False, False, (violated,))),
+            claim=model.ClaimSummary(False, ("main: " + violated,))),
     }
     for title, r in cases.items():
         run = tmp_path / title.replace(" ", "_")
@@ -86,11 +90,18 @@ def test_the_three_banners(tmp_path):
         page = paths["html"].read_text()
         banner = re.search(r'<div class="banner (\w+)".*?<div class="title">([^<]+)</div>', page, re.S)
         assert banner.group(2) == title
-        assert banner.group(1) == {"NO VIOLATION": "ok", "VIOLATION": "bad", "CLAIM NOT SUPPORTED": "warn"}[title]
+        assert banner.group(1) == {"NO VIOLATION": "ok", "VIOLATION": "bad", "CLAIM NOT SUPPORTED": "warn",
+                                   "CLAIM VIOLATED": "bad"}[title]
         md = paths["markdown"].read_text()
         assert f"**{title}**" in md.split("\n|", 1)[0]  # the banner comes before the table
-        if title == "CLAIM NOT SUPPORTED":
-            assert "ε = 0.5000, δ = 1e-05" in md and "ε = 0.5000, δ = 1e-05" in page
+        if title.startswith("CLAIM"):  # the claimed ε as written, and one word for the claim everywhere
+            word = title.removeprefix("CLAIM ").replace("NOT SUPPORTED", "not supported")
+            for text in (md, page):
+                assert "ε = 0.5, δ = 1e-05" in text
+                top = text.split("<table", 1)[0].split("\n|", 1)[0]
+                assert f"— **{word}**" in top or f"— {word}." in top
+                assert ("VIOLATION of claim" in text) == (word == "VIOLATED")
+                assert ("not supported" in top) == (word == "not supported")
 
 
 def test_html_is_not_made_from_the_markdown(tmp_path, monkeypatch):
@@ -218,3 +229,21 @@ def test_code_spans_hold_any_backticks(text):
     inner = span[len(fence):-len(fence)]
     assert span.endswith(fence) and f"`{fence}" not in span[1:-1] and fence not in inner.strip()
     assert inner.strip() == text.strip() and (inner == text or inner == f" {text} ")
+
+
+def test_first_screen_explains_its_terms_and_keeps_the_verdict_on_a_phone(tmp_path):
+    """Issue 23 §5: at 390 px the verdict column was scrolled away, legends were ~5 px, and ε_certifiable,
+    lower/ceiling, clopper_pearson, bonferroni and Δ(theory‖empirical) had no explanation in reach."""
+    page = report.render(tmp_path / "run", run_result())["html"].read_text()
+    head = re.search(r"<tr class=\"head\">(.*?)</tr>", page).group(1)
+    assert re.findall(r"<th>(?:<abbr[^>]*>)?([^<]+)", head)[:3] == ["audit and spec", "verdict", "ε_lower"]
+    phone = re.search(r"@media \(max-width:600px\)\{(.*?)\}\n</style>", page, re.S).group(1)
+    assert "table.sum tr{" in phone and "display:block" in phone  # rows stack as cards, nothing scrolled away
+    assert 'data-label="verdict"' in page
+    glossary = page[page.index('id="glossary"'):page.index('<section class="audit"')]  # before the first audit
+    for term in ("ε_certifiable", "lower / ceiling", "clopper_pearson", "bonferroni", "Δ(theory‖empirical)"):
+        assert term in glossary
+    assert page.index('href="#glossary"') < page.index("<table")  # reachable from the banner
+    assert 'title="Clopper–Pearson' in page and 'title="Bonferroni' in page  # tooltips where the words are used
+    # legends: 9 pt on a 3.6 in figure is 9/72/3.6 = 3.5 % of the width (was 7 pt on 5.2 in, 1.9 %)
+    assert report._LEGEND / 72 / report._FIGSIZE[0] >= 0.034

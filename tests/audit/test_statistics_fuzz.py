@@ -14,7 +14,7 @@ import warnings
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as hs
 
 from accountants import InputError, InputTypeError, UnsupportedError
@@ -140,11 +140,35 @@ def test_empirical_tradeoff_and_gdp_estimate(xin, xout, s, ratio):
 @FUZZ
 @given(n_in=counts, n_out=counts, d=unit, s=unit, strategy=strategies,
        fpr=hs.one_of(reals, hs.lists(unit, min_size=1, max_size=5)), fnr=hs.one_of(reals, hs.lists(unit, max_size=5)))
+@example(n_in=100, n_out=100, d=1e-5, s=0.05, strategy=None, fpr=[0.0], fnr=[0.0])  # ceiling 3.2813
+@example(n_in=50, n_out=300, d=1e-3, s=0.1, strategy=st.Bonferroni(), fpr=[0.0, 0.5], fnr=[0.0, 0.1])
+@example(n_in=1, n_out=1, d=0.05, s=0.05, strategy=None, fpr=[0.05, 0.05], fnr=[])  # was a numpy ValueError
 def test_ceiling_and_certifiable(n_in, n_out, d, s, strategy, fpr, fnr):
     if isinstance(n_in, int) and isinstance(n_out, int) and n_in * n_out > 10**8:
         n_out = 7  # bounded inputs: a 1e18 × 1e18 design is capped, but 1e5 × 1e5 must also finish
-    _call(st.ceiling, n_in, n_out, delta=d, significance=s, strategy=strategy)
-    _call(st.certifiable_epsilon, fpr, fnr, n_in, n_out, delta=d, significance=s)
+    c = _call(st.ceiling, n_in, n_out, delta=d, significance=s, strategy=strategy)
+    e = _call(st.certifiable_epsilon, fpr, fnr, n_in, n_out, delta=d, significance=s)
+    # A perfect attack with one threshold fixed in advance certifies the most any design of these
+    # counts can: every strategy pays for its choice (Bonferroni: H thresholds; splits: fewer trials,
+    # MultiSplit: s/2), and certifiable_epsilon is one pre-chosen threshold on imperfect counts.
+    top = _call(st.ceiling, n_in, n_out, delta=d, significance=s, strategy=st.Explicit(0.5))
+    if top is None:  # the counts, δ or significance are bad: no function may answer
+        assert c is None and e is None
+        return
+    assert top >= 0
+    for v in (c, e):
+        if v is not None:
+            assert 0 <= v <= top * (1 + 1e-12) + 1e-12
+    # closed form of that ceiling: log((1 − δ − u_a)/u_b), u = 1 − (s/2)^{1/n} the Clopper–Pearson upper limit
+    # of 0 errors in n at level s/2, either way round (Kairouz et al. 2015 ε from (FPR, FNR); CP 1934)
+    u = {k: 1 - (s / 2) ** (1 / int(n)) for k, n in (("in", n_in), ("out", n_out))}
+    forms = [math.log((1 - d - u[a]) / u[b]) for a, b in (("in", "out"), ("out", "in")) if 1 - d - u[a] > 0]
+    assert top <= max([0.0, *forms]) * (1 + 1e-9) + 1e-12  # CP limits round outward: never above the form
+    if s > 1e-12:  # (at s = 1e-136 the outward rounding of u ≈ 0.6 is visible in ε ≈ 4e-4)
+        assert top == pytest.approx(max([0.0, *forms]), rel=1e-9, abs=1e-12)
+    if e is not None and not np.any(np.round(np.asarray(fpr, float) * int(n_out))) \
+            and not np.any(np.round(np.asarray(fnr, float) * int(n_in))):
+        assert e == pytest.approx(top, rel=1e-12)  # zero errors at the expected counts: the design's best
 
 
 @FUZZ

@@ -11,6 +11,7 @@ from scipy.stats import norm
 from accountants import DPSGD, InputError, Poisson
 from audit import comparator
 from audit import statistics as st
+from tests.oracles import gdp_epsilon_mp
 
 # ------------------------------------------------------------------------------------ §2 one-run ties
 
@@ -57,17 +58,34 @@ def test_one_run_ties_record_whole_groups():
     rng = np.random.default_rng(0)
     y = rng.random(400) < 0.5
     x = 2.0 * y + rng.normal(size=400)
-    # b2756c0 gave 2.3159531503915787 (Steinke et al.) and 3.5685583762824535 as the f-DP "ε" on these scores:
-    # no ties, so the same guesses; μ is now searched directly, hence 1e-8 on the refuted curve's ε
-    assert st.epsilon_one_run(x, y, delta=1e-5).value == pytest.approx(2.3159531503915787, rel=1e-12)
+    # no ties: the bound is Steinke et al. 2023 Alg. 1 done by hand — guess the top r for r in the grid m, m/2, ...,
+    # v right guesses, the largest ε with p-value (Prop. 5.1; one_run_p_value, checked against exact integer
+    # binomials in test_statistics.py) below s/#grid — 2.3159531503915787 here (b2756c0 gave the same)
+    m, order = x.size, np.argsort(-x)
+    grid = st.one_run_guess_grid(m)
+    by_hand = 0.0
+    for r in grid:
+        v = int(y[order][:r].sum())
+        lo, hi = 0.0, 50.0
+        for _ in range(80):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if st.one_run_p_value(m, int(r), v, mid, 1e-5) < 0.05 / grid.size else (lo, mid)
+        by_hand = max(by_hand, lo)
+    assert st.epsilon_one_run(x, y, delta=1e-5).value == pytest.approx(by_hand, abs=1e-9)
+    # the f-DP bound on the same guesses: the GDP curve it refutes has ε = 3.5686 at δ (Dong et al. Cor. 2.13,
+    # in mpmath), and μ_lower is the largest μ rejected at the chosen guess count (Mahloujifar et al. 2024 Alg.)
     g = st.gdp_lower_bound_one_run(x, y, delta=1e-5)
-    assert g.refuted_curve_epsilon == pytest.approx(3.5685583762824535, rel=1e-8)
-    assert g.mu_lower == pytest.approx(st.gdp_mu_for(3.5685583762824535, 1e-5), rel=1e-7)
+    assert g.refuted_curve_epsilon == pytest.approx(gdp_epsilon_mp(g.mu_lower, 1e-5), rel=1e-9)
+    rejects = st.one_run._fdp_rejects_mu
+    sh = 0.05 / grid.size
+    assert rejects(m, g.guesses, g.correct, g.mu_lower, sh) and not rejects(m, g.guesses, g.correct,
+                                                                            g.mu_lower * (1 + 1e-6), sh)
 
 
 # ------------------------------------------------------------------------------------ §3 the f-DP one-run number
 
 
+@pytest.mark.slow
 def test_fdp_one_run_is_a_gdp_bound_never_an_epsilon_lower():
     """Randomized response with pure ε = 1 (so (1, δ)-DP for every δ): 20 seeded one-run audits of m = 500.
     The f-DP result refutes a GDP curve whose ε at δ exceeds 1 in many audits (issue 11: 58 of 100), so it must

@@ -26,6 +26,7 @@ def test_one_run_certifiable_is_bracketed_and_monotone():
         tightness.certifiable_one_run_replicates(acc.TradeOff.from_gdp(1.0), 1, delta=DELTA)
 
 
+@pytest.mark.slow
 def test_one_run_certifiable_matches_audits_of_the_exact_poisson_pair():
     """σ = 1, q = 0.5, T = 10, m = 1000: 21 one-run audits on exact draws of the Poisson pair (the white-box
     LLR of Bern(q) + N(0, σ²) per step) against 21 canonical-pair replicates on the PLD curve. Measured

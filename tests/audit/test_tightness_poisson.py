@@ -46,6 +46,7 @@ def test_exact_llr_oracle_matches_the_attack_score():
     torch.testing.assert_close(mia.white_box_llr(o, spec, dataset_size=11), want, rtol=1e-13, atol=0)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("T", [5, 10])
 def test_dirac_audit_poisson_is_sound_and_tight_against_what_the_trials_can_certify(T):
     q, sigma, K = 0.5, 1.0, 1000
