@@ -115,7 +115,7 @@ def add_rdp_jensen(orders: Tensor, sigma: float, t: int) -> Tensor:
 
 _Z_RANGE = 15.0  # trapezoid nodes on [-15, 15]: the omitted terms are >= 0, so leaving them out keeps a lower bound
 _TW_EXPONENT = 90.0  # 2πa/h: the Trefethen-Weideman error factor is e^-90
-_S_MIN, _S_MAX, _S_RATIO = 1e-12, 1e15, 1.004
+_S_MIN, _S_MAX, _S_RATIO = 1e-12, 1e15, 1.01
 
 
 def _log_phi_upper(u: Tensor, sigma: float) -> Tensor:
