@@ -52,7 +52,7 @@ from ..orders import default_orders, near_one_orders
 from ..rdp import eps_from_rdp
 from ..rdp.conversion import minimise_over_orders
 from ..results import EpsilonBound
-from ..sampling import FixedSize, Neighbouring, Poisson
+from ..sampling import FixedSize, Neighbouring, Poisson, RandomAllocation
 from . import require_peer
 
 __all__ = [
@@ -158,6 +158,12 @@ def _walk(node: Any, where: str, rel: Neighbouring) -> _Acc:
             b, n = int(_field(node, "sample_size", where)), int(_field(node, "source_dataset_size", where))
             sampling = FixedSize(b, n, replace=name == "SampledWithReplacementDpEvent")
             return _Acc([DPSGD(sigma, sampling, 1, rel)], [])
+        case "RandomAllocationDpEvent":  # one event = one epoch of num_steps calls (dp_accounting PR #414)
+            sigma = _gaussian_sigma(_field(node, "event", where), f"{where}.event", name)
+            if math.isinf(sigma):
+                return _Acc([], [])
+            k, t = int(_field(node, "num_selected", where)), int(_field(node, "num_steps", where))
+            return _Acc([DPSGD(sigma, RandomAllocation(k, t), t, rel)], [])
         case "LaplaceDpEvent":
             return _Acc([], [(Laplace(float(_field(node, "noise_multiplier", where))), 1)])
         case "NoOpDpEvent":
@@ -244,9 +250,26 @@ def _dpsgd_event(dp_event: Any, p: DPSGD) -> Any:
     elif isinstance(s, FixedSize):
         cls = dp_event.SampledWithReplacementDpEvent if s.replace else dp_event.SampledWithoutReplacementDpEvent
         one = cls(s.dataset_size, s.batch_size, base)
+    elif isinstance(s, RandomAllocation):
+        return _random_allocation_event(dp_event, base, p)
     else:
         raise UnsupportedError(f"{type(s).__name__} sampling has no dp_accounting event")
     return one if p.steps == 1 else dp_event.SelfComposedDpEvent(one, p.steps)
+
+
+def _random_allocation_event(dp_event: Any, base: Any, p: DPSGD) -> Any:
+    """Whole epochs of ``RandomAllocationDpEvent`` (dp_accounting with PR #414); a partial epoch has none."""
+    s = p.sampling
+    assert isinstance(s, RandomAllocation)
+    cls = getattr(dp_event, "RandomAllocationDpEvent", None)
+    if cls is None:
+        raise UnsupportedError("this dp_accounting has no RandomAllocationDpEvent (added with pld/random_allocation)")
+    epochs, rest = divmod(p.steps, s.steps_per_epoch)
+    if rest:
+        raise UnsupportedError(f"steps={p.steps} is not a whole number of epochs of {s.steps_per_epoch}: "
+                               "RandomAllocationDpEvent describes whole epochs")
+    one = cls(event=base, num_selected=s.k, num_steps=s.steps_per_epoch)
+    return one if epochs == 1 else dp_event.SelfComposedDpEvent(one, epochs)
 
 
 def to_dp_event(description: Description) -> Any:

@@ -134,12 +134,12 @@ def _log_phi_upper(u: Tensor, sigma: float) -> Tensor:
     tw = 2 * math.exp(a * a / 2) / math.expm1(_TW_EXPONENT)
     one_minus = (-torch.expm1(-x) * w).sum(-1) * (1 - 1e-12) - 2 * tw
     phi_direct = (torch.exp(-x) * w).sum(-1) * (1 + 1e-12) + tw + 1e-45
-    phi = torch.minimum(1 - one_minus.clamp(min=0.0), phi_direct).clamp(max=1.0)
+    log_phi = torch.minimum(torch.log1p(-one_minus.clamp(0.0, 1.0)), torch.log(phi_direct)).clamp(max=0.0)
     # Large u: φ(u) ≤ P(L ≤ e^y) + exp(−u e^y) for every y (the floor of the quadrature bound is ~1e-39).
     y = torch.linspace(-80.0, 5.0, 171, dtype=torch.float64)
     log_cdf = torch.special.log_ndtr(sigma * (y + 0.5 / sigma**2))
     chernoff = torch.logaddexp(log_cdf[None, :], -u[:, None] * torch.exp(y)[None, :]).amin(-1)
-    return torch.minimum(torch.log(phi), chernoff)
+    return torch.minimum(log_phi, chernoff)
 
 
 @functools.lru_cache(maxsize=32)

@@ -209,3 +209,24 @@ def test_cli_random_allocation(capsys):
     rc = main(["account", "--noise-multiplier", "1", "--steps", "10", "--sampling", "random-allocation",
                "--steps-per-epoch", "5", "--k", "6", "--delta", "1e-5"])
     assert rc == 2 and "--k must be in [1, --steps-per-epoch=5]" in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------------------- dp_accounting adapter
+
+
+def test_dp_accounting_event_reads_as_epochs():
+    from accountants.integrations.dp_accounting import from_dp_event
+
+    # RandomAllocationDpEvent (dp_accounting commit 926b243, PR #414): event, num_selected = k, num_steps = t.
+    gauss = {"class_name": "GaussianDpEvent", "noise_multiplier": 1.0}
+    epoch = {"class_name": "RandomAllocationDpEvent", "event": gauss, "num_selected": 1, "num_steps": 100}
+    run = {"class_name": "SelfComposedDpEvent", "event": epoch, "count": 10}
+    assert from_dp_event(run) == _spec(1.0, 100, 1000)
+
+
+def test_dp_accounting_event_written_for_whole_epochs_only():
+    pytest.importorskip("dp_accounting")
+    from accountants.integrations.dp_accounting import to_dp_event
+
+    with pytest.raises(acc.UnsupportedError, match=r"RandomAllocationDpEvent|whole number of epochs"):
+        to_dp_event(_spec(1.0, 100, 150))
