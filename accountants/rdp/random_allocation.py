@@ -138,7 +138,7 @@ def _log_phi_upper(u: Tensor, sigma: float) -> Tensor:
     # Large u: φ(u) ≤ P(L ≤ e^y) + exp(−u e^y) for every y (the floor of the quadrature bound is ~1e-39).
     y = torch.linspace(-80.0, 5.0, 171, dtype=torch.float64)
     log_cdf = torch.special.log_ndtr(sigma * (y + 0.5 / sigma**2))
-    chernoff = torch.logaddexp(log_cdf[None, :], -u[:, None] * torch.exp(y)[None, :]).amin(-1)
+    chernoff = torch.logaddexp(log_cdf[None, :], -u[:, None] * torch.exp(y)[None, :]).amin(-1) + 1e-9
     return torch.minimum(log_phi, chernoff)
 
 
@@ -161,9 +161,18 @@ def _log_tail(beta: Tensor, sigma: float, t: int, s_max: float) -> Tensor:
     log_scale = -beta * mu + beta**2 * v / 2
     zq = torch.sqrt(2 * (log_scale.clamp(min=0) + 40.0))
     log_g0 = mu - beta * v - zq * math.sqrt(v)
-    first = -beta * log_g0 + torch.log(torch.special.gammaincc(beta, s_max * torch.exp(log_g0)))
-    second = log_scale + torch.special.log_ndtr(-zq)
+    first = -beta * log_g0 + _log_q_upper(beta, s_max * torch.exp(log_g0))
+    second = log_scale + torch.special.log_ndtr(-zq) + 1e-6
     return torch.logaddexp(first, second)
+
+
+def _log_q_upper(a: Tensor, x: Tensor) -> Tensor:
+    """log of an upper bound on Q(a, x) = Γ(a, x)/Γ(a), a ≥ 1: log s ≤ log x + (s − x)/x under the integral gives
+    Γ(a, x) ≤ x^{a−1} e^{−x} x/(x − a + 1) for x > a − 1; otherwise Q ≤ 1."""
+    ok = x > a
+    xs = torch.where(ok, x, a + 1)
+    bound = (a - 1) * torch.log(xs) - xs + torch.log(xs / (xs - a + 1)) - torch.lgamma(a)
+    return torch.where(ok, bound.clamp(max=0.0), torch.zeros_like(bound))
 
 
 def add_rdp_quadrature(orders: Tensor, sigma: float, t: int) -> Tensor:
