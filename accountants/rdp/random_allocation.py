@@ -59,7 +59,7 @@ __all__ = [
     "remove_rdp_balls_in_bins",
 ]
 
-MAX_EXACT_ORDER = 256  # integer orders with the exact remove-direction moment
+MAX_EXACT_ORDER = 512  # integer orders with the exact remove-direction moment
 _REL, _ABS = 1e-9, 1e-13  # rounding margin (float64 log-space sums of ≤ 2·log2(t) convolutions)
 
 
@@ -95,7 +95,7 @@ def log_moments_remove(sigma: float, t: int, n_max: int = MAX_EXACT_ORDER) -> Te
 
 
 def remove_rdp_balls_in_bins(orders: Tensor, sigma: float, t: int) -> Tensor:
-    """Remove-direction RDP D_α(P‖Q) of one balls-in-bins epoch: exact at integer α ≤ 256, else a chord bound."""
+    """Remove-direction RDP D_α(P‖Q) of one balls-in-bins epoch: exact at integer α ≤ 512, else a chord bound."""
     orders = torch.as_tensor(orders, dtype=torch.float64)
     gauss = orders / (2 * sigma**2)
     logm = log_moments_remove(sigma, t).to(orders.device)  # logm[m] = (m − 1) D_m
