@@ -18,7 +18,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import accountants as acc
-from accountants.random_allocation import random_allocation_bounds, random_allocation_lower_delta
+from accountants.random_allocation import (
+    random_allocation_bounds,
+    random_allocation_lower_delta,
+    random_allocation_lower_epsilon,
+)
 from accountants.rdp.random_allocation import (
     add_rdp_jensen,
     add_rdp_quadrature,
@@ -230,3 +234,48 @@ def test_dp_accounting_event_written_for_whole_epochs_only():
 
     with pytest.raises(acc.UnsupportedError, match=r"RandomAllocationDpEvent|whole number of epochs"):
         to_dp_event(_spec(1.0, 100, 150))
+
+
+# ----------------------------------------------------------------------------------- peer: dp_accounting PR #414
+
+# (σ, t, epochs, δ, peer lower ε, peer upper ε): dp_accounting pld/random_allocation at google/differential-privacy
+# commit 926b2439 (PR #414, Feldman & Shenfeld 2026), gaussian_allocation_pld with num_selected = 1,
+# value_discretization_interval = 1e-3, IS_DOMINATED (lower) and DOMINATES (upper), get_epsilon_for_delta;
+# rounded to 4 decimals (benchmarks/bench_random_allocation_peer.py recomputes them).
+PEER_PR414 = [
+    (1, 2, 1, 1e-05, 3.6963, 3.6983),
+    (0.7, 2, 1, 0.001, 4.2217, 4.2237),
+    (2, 2, 3, 1e-05, 2.6305, 2.6365),
+    (1, 5, 1, 1e-05, 2.8187, 2.8209),
+    (0.7, 5, 3, 0.001, 5.9929, 6.0004),
+    (2, 5, 10, 1e-05, 3.1283, 3.1633),
+    (1, 10, 1, 1e-05, 2.1878, 2.1905),
+    (1, 10, 10, 1e-05, 6.0943, 6.1397),
+    (0.7, 10, 3, 0.001, 4.5629, 4.5731),
+    (2, 10, 3, 1e-05, 1.1020, 1.1177),
+    (1, 20, 5, 1e-05, 2.9814, 3.0093),
+    (1.5, 20, 1, 0.001, 0.3750, 0.3813),
+    (0.8, 20, 10, 1e-05, 6.7407, 6.7931),
+    (1, 50, 1, 1e-05, 0.9698, 0.9753),
+    (2, 50, 10, 1e-05, 0.8435, 0.9212),
+    (1, 50, 3, 0.001, 0.8366, 0.8594),
+    (1, 100, 1, 1e-05, 0.6174, 0.6247),
+    (1, 100, 10, 1e-05, 1.6584, 1.7452),
+    (2, 100, 3, 1e-05, 0.3009, 0.3270),
+    (0.8, 100, 2, 0.001, 0.7751, 0.7912),
+    (1, 200, 2, 1e-05, 0.5094, 0.5293),
+    (3, 10, 20, 1e-05, 1.8700, 1.9755),
+]
+
+
+def test_upper_above_the_peer_lower_pld():
+    # A sound upper bound is above the truth, which is above the peer's dominated (lower) PLD ε: 22 settings.
+    for sigma, t, epochs, delta, peer_lower, _ in PEER_PR414:
+        assert acc.epsilon(_spec(sigma, t, t * epochs), delta).value >= peer_lower
+
+
+@pytest.mark.parametrize("i", [0, 1, 3, 6, 9, 21])
+def test_certified_lower_below_the_peer_upper_pld(i):
+    # The certified lower end is below the truth, which is below the peer's dominating (upper) PLD ε.
+    sigma, t, epochs, delta, _, peer_upper = PEER_PR414[i]
+    assert random_allocation_lower_epsilon(_spec(sigma, t, t * epochs), delta) <= peer_upper
