@@ -209,7 +209,7 @@ def test_cli_random_allocation(capsys):
     rc = main(["account", "--noise-multiplier", "1", "--steps", "1000", "--sampling", "random-allocation",
                "--batch-size", "100", "--dataset-size", "10000", "--delta", "1e-5"])
     out = capsys.readouterr().out
-    assert rc == 0 and "balls-in-bins" in out and "1.979" in out
+    assert rc == 0 and "balls-in-bins" in out and "epsilon <= 1.97921" in out and "certified lower 1.19319" in out
     rc = main(["account", "--noise-multiplier", "1", "--steps", "10", "--sampling", "random-allocation",
                "--steps-per-epoch", "5", "--k", "6", "--delta", "1e-5"])
     assert rc == 2 and "--k must be in [1, --steps-per-epoch=5]" in capsys.readouterr().err
