@@ -136,8 +136,8 @@ def _log_phi_upper(u: Tensor, sigma: float) -> Tensor:
     w = h * torch.exp(-0.5 * z**2) / math.sqrt(2 * math.pi)
     x = u[:, None] * torch.exp(z / sigma - 0.5 / sigma**2)[None, :]
     tw = 2 * math.exp(a * a / 2) / math.expm1(_TW_EXPONENT)
-    one_minus = (-torch.expm1(-x) * w).sum(-1) * (1 - 1e-12) - 2 * tw
-    phi_direct = (torch.exp(-x) * w).sum(-1) * (1 + 1e-12) + tw + 1e-45
+    one_minus = (-torch.expm1(-x) * w).sum(-1) * (1 - 1e-10) - 2 * tw  # 1e-10: summation of ≤ 3e4 terms
+    phi_direct = (torch.exp(-x) * w).sum(-1) * (1 + 1e-10) + tw + 1e-45
     log_phi = torch.minimum(torch.log1p(-one_minus.clamp(0.0, 1.0)), torch.log(phi_direct)).clamp(max=0.0)
     # Large u: φ(u) ≤ P(L ≤ e^y) + exp(−u e^y) for every y (the floor of the quadrature bound is ~1e-39).
     y = torch.linspace(-80.0, 5.0, 171, dtype=torch.float64)
@@ -151,7 +151,9 @@ def _log_psi_grid(sigma: float, t: int) -> tuple[Tensor, Tensor]:
     """Grid s_i and upper bounds on log ψ(s_i), ψ(s) = E exp(−s A) = φ(s/t)^t, A = avg_j L_j."""
     n = math.ceil(math.log(_S_MAX / _S_MIN) / math.log(_S_RATIO))
     s = _S_MIN * torch.exp(torch.arange(n + 1, dtype=torch.float64) * math.log(_S_RATIO))
-    log_psi = torch.cat([t * _log_phi_upper(c, sigma) for c in torch.split(s / t, 2048)])
+    nodes = 2 * _Z_RANGE * _TW_EXPONENT / (2 * math.pi * min(math.pi * sigma / 2, 4.0))
+    chunk = max(16, int(4e6 / nodes))  # ≤ ~4e6 elements per temporary (small σ needs many nodes)
+    log_psi = torch.cat([t * _log_phi_upper(c, sigma) for c in torch.split(s / t, chunk)])
     return s, log_psi
 
 
