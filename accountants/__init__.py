@@ -23,7 +23,7 @@ from .rdp.fixed_size import fixed_size_step_rdp, rdp_fswr_add_remove_lower
 from .rdp.group import compare_group_bounds, rdp_poisson_gaussian_group, rdp_poisson_gaussian_group_baseline
 from .reconstruction import rero_bound
 from .results import DeltaBound, EpsilonBound
-from .sampling import FixedSize, Neighbouring, Poisson, Shuffle
+from .sampling import FixedSize, Neighbouring, Poisson, RandomAllocation, Shuffle
 from .shuffle import ShuffleBounds, shuffle_bounds, shuffle_lower_epsilon
 from .tradeoff import TradeOff, tradeoff_curve
 
@@ -43,6 +43,7 @@ __all__ = [
     "OrderGridWarning",
     "Poisson",
     "RDPAccountant",
+    "RandomAllocation",
     "RandomizedResponse",
     "Shuffle",
     "ShuffleBounds",

@@ -8,7 +8,8 @@ Canonical spellings (older ones are accepted as aliases, case-insensitive, ``-``
 
 ================  ==========================================================================
 sampling kind     ``poisson`` (``sample_rate``); ``fixed_wor`` (alias ``fixed_size``),
-                  ``fixed_wr`` and ``shuffle`` (``batch_size``, ``dataset_size``)
+                  ``fixed_wr`` and ``shuffle`` (``batch_size``, ``dataset_size``);
+                  ``random_allocation`` (``k``, ``steps_per_epoch``; alias ``balls_in_bins``)
 neighbouring      ``add_remove``; ``replace_one``
 mechanism         ``gaussian:sigma=S``; ``laplace:b=B``; ``randomized_response:p=P``;
                   ``dpsgd:noise_multiplier=S,sample_rate=Q,steps=T[,neighbouring=..][,group_size=K]``
@@ -36,7 +37,7 @@ from typing import Any
 from ._validate import InputError, InputTypeError
 from .events import DPSGD, Composed
 from .mechanisms import Gaussian, Laplace, RandomizedResponse
-from .sampling import FixedSize, Neighbouring, Poisson, Shuffle
+from .sampling import FixedSize, Neighbouring, Poisson, RandomAllocation, Shuffle
 
 __all__ = [
     "MECHANISM_KINDS",
@@ -61,6 +62,7 @@ SAMPLING_KINDS: dict[str, tuple[str, ...]] = {
     "fixed_wor": ("batch_size", "dataset_size"),
     "fixed_wr": ("batch_size", "dataset_size"),
     "shuffle": ("batch_size", "dataset_size"),
+    "random_allocation": ("k", "steps_per_epoch"),
 }
 _SAMPLING_ALIASES = {
     "fixed_size": "fixed_wor",
@@ -69,6 +71,7 @@ _SAMPLING_ALIASES = {
     "without_replacement": "fixed_wor",
     "with_replacement": "fixed_wr",
     "shuffled": "shuffle",
+    "balls_in_bins": "random_allocation",
 }
 NEIGHBOURING_NAMES = tuple(m.value for m in Neighbouring)
 
@@ -78,9 +81,10 @@ MECHANISM_KINDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "laplace": (("b",), ()),
     "randomized_response": (("p",), ()),
     "dpsgd": (("noise_multiplier", "steps"),
-              ("sampling", "sample_rate", "batch_size", "dataset_size", "neighbouring", "group_size")),
+              ("sampling", "sample_rate", "batch_size", "dataset_size", "neighbouring", "group_size", "k",
+               "steps_per_epoch")),
 }
-_INTEGER_KEYS = {"steps", "batch_size", "dataset_size", "group_size"}
+_INTEGER_KEYS = {"steps", "batch_size", "dataset_size", "group_size", "k", "steps_per_epoch"}
 _STRING_KEYS = {"sampling", "neighbouring"}
 
 
@@ -111,25 +115,31 @@ def parse_neighbouring(name: str | Neighbouring, *, key: str = "neighbouring") -
     raise InputError(f"{key} must be one of {list(NEIGHBOURING_NAMES)}; got {name!r}")
 
 
-def sampling_kind(sampling: Poisson | FixedSize | Shuffle) -> str:
+def sampling_kind(sampling: Poisson | FixedSize | Shuffle | RandomAllocation) -> str:
     """The canonical kind of a sampling description."""
     if isinstance(sampling, Poisson):
         return "poisson"
+    if isinstance(sampling, RandomAllocation):
+        return "random_allocation"
     if isinstance(sampling, Shuffle):
         return "shuffle"
     if isinstance(sampling, FixedSize):
         return "fixed_wr" if sampling.replace else "fixed_wor"
-    raise InputTypeError(f"sampling must be Poisson, FixedSize or Shuffle; got {type(sampling).__name__}")
+    raise InputTypeError(
+        f"sampling must be Poisson, FixedSize, Shuffle or RandomAllocation; got {type(sampling).__name__}"
+    )
 
 
 def make_sampling(kind: str, *, sample_rate: float | None = None, batch_size: int | None = None,
-                  dataset_size: int | None = None, key: str = "sampling") -> Poisson | FixedSize | Shuffle:
+                  dataset_size: int | None = None, key: str = "sampling", k: int | None = None,
+                  steps_per_epoch: int | None = None) -> Poisson | FixedSize | Shuffle | RandomAllocation:
     """Build a sampling description from its kind and parameters (extra or missing ones are errors).
 
     ``key`` is the name the caller's user knows the parameters by (a TOML section, ``--`` flags).
     """
     kind = parse_sampling_kind(kind, key=key)
-    given = {"sample_rate": sample_rate, "batch_size": batch_size, "dataset_size": dataset_size}
+    given = {"sample_rate": sample_rate, "batch_size": batch_size, "dataset_size": dataset_size, "k": k,
+             "steps_per_epoch": steps_per_epoch}
     needed = SAMPLING_KINDS[kind]
     missing = [k for k in needed if given[k] is None]
     extra = [k for k, v in given.items() if v is not None and k not in needed]
@@ -142,27 +152,34 @@ def make_sampling(kind: str, *, sample_rate: float | None = None, batch_size: in
         return Poisson(sample_rate)  # type: ignore[arg-type]
     if kind == "shuffle":
         return Shuffle(batch_size, dataset_size)  # type: ignore[arg-type]
+    if kind == "random_allocation":
+        return RandomAllocation(k, steps_per_epoch)  # type: ignore[arg-type]
     return FixedSize(batch_size, dataset_size, replace=kind == "fixed_wr")  # type: ignore[arg-type]
 
 
 # ----------------------------------------------------------------------------------- dict round trip
 
 
-def _sampling_to_dict(s: Poisson | FixedSize | Shuffle) -> dict[str, Any]:
+def _sampling_to_dict(s: Poisson | FixedSize | Shuffle | RandomAllocation) -> dict[str, Any]:
     kind = sampling_kind(s)
     if kind == "poisson":
         return {"kind": kind, "rate": float(s.rate)}
+    if isinstance(s, RandomAllocation):
+        return {"kind": kind, "k": int(s.k), "steps_per_epoch": int(s.steps_per_epoch)}
     return {"kind": kind, "batch_size": int(s.batch_size), "dataset_size": int(s.dataset_size)}  # type: ignore[union-attr]
 
 
-def _sampling_from_dict(d: Any, where: str) -> Poisson | FixedSize | Shuffle:
+def _sampling_from_dict(d: Any, where: str) -> Poisson | FixedSize | Shuffle | RandomAllocation:
     if not isinstance(d, dict):
         raise InputTypeError(f"{where} must be a table/object; got {type(d).__name__}")
-    _keys(d, where, required=("kind",), optional=("rate", "batch_size", "dataset_size"))
+    _keys(d, where, required=("kind",), optional=("rate", "batch_size", "dataset_size", "k", "steps_per_epoch"))
     kind = parse_sampling_kind(d["kind"], key=f"{where}.kind")
     if kind == "poisson":
         _keys(d, where, required=("kind", "rate"), optional=())
         return Poisson(d["rate"])
+    if kind == "random_allocation":
+        _keys(d, where, required=("kind", "k", "steps_per_epoch"), optional=())
+        return RandomAllocation(d["k"], d["steps_per_epoch"])
     _keys(d, where, required=("kind", "batch_size", "dataset_size"), optional=())
     if kind == "shuffle":
         return Shuffle(d["batch_size"], d["dataset_size"])
@@ -188,7 +205,7 @@ def to_dict(obj: DPSGD | Composed | Poisson | FixedSize | Gaussian | Laplace | R
         return {"format": SPEC_FORMAT, **_dpsgd_body(obj)}
     if isinstance(obj, Composed):
         return {"format": SPEC_FORMAT, "kind": "composed", "parts": [_dpsgd_body(p) for p in obj.parts]}
-    if isinstance(obj, (Poisson, FixedSize, Shuffle)):
+    if isinstance(obj, (Poisson, FixedSize, Shuffle, RandomAllocation)):
         return _sampling_to_dict(obj)
     if isinstance(obj, Gaussian):
         return {"kind": "gaussian", "sigma": float(obj.sigma)}
@@ -224,7 +241,7 @@ def from_dict(d: Any, *, where: str = "spec") -> Any:
             if not isinstance(d["parts"], list):
                 raise InputTypeError(f"{where}.parts must be a list")
             return Composed(tuple(from_dict(p, where=f"{where}.parts[{i}]") for i, p in enumerate(d["parts"])))
-        case "poisson" | "fixed_wor" | "fixed_wr" | "fixed_size" | "shuffle":
+        case "poisson" | "fixed_wor" | "fixed_wr" | "fixed_size" | "shuffle" | "random_allocation":
             return _sampling_from_dict(d, where)
         case "gaussian":
             _keys(d, where, required=("kind", "sigma"), optional=())
@@ -235,8 +252,8 @@ def from_dict(d: Any, *, where: str = "spec") -> Any:
         case "randomized_response":
             _keys(d, where, required=("kind", "p"), optional=())
             return RandomizedResponse(d["p"])
-    allowed = ["composed", "dpsgd", "fixed_wor", "fixed_wr", "gaussian", "laplace", "poisson", "randomized_response",
-               "shuffle"]
+    allowed = ["composed", "dpsgd", "fixed_wor", "fixed_wr", "gaussian", "laplace", "poisson", "random_allocation",
+               "randomized_response", "shuffle"]
     raise InputError(f"{where}.kind must be one of {allowed}; got {d.get('kind')!r}")
 
 
@@ -309,7 +326,8 @@ def parse_mechanism(text: str, *, defaults: dict[str, Any] | None = None,
             return RandomizedResponse(params["p"])
     sampling = make_sampling(params.get("sampling", "poisson"), sample_rate=params.get("sample_rate"),
                              batch_size=params.get("batch_size"), dataset_size=params.get("dataset_size"),
-                             key=f"mechanism {text!r}: sampling")
+                             key=f"mechanism {text!r}: sampling", k=params.get("k"),
+                             steps_per_epoch=params.get("steps_per_epoch"))
     return DPSGD(params["noise_multiplier"], sampling, params["steps"],
                  parse_neighbouring(params.get("neighbouring", "add_remove"), key=f"mechanism {text!r}: neighbouring"),
                  params.get("group_size", 1))
@@ -331,6 +349,9 @@ def describe(obj: DPSGD | Composed | Poisson | FixedSize | Gaussian | Laplace | 
         return f"fixed-size batches of {obj.batch_size} of {obj.dataset_size} {how} replacement"
     if isinstance(obj, Shuffle):
         return f"shuffled batches of {obj.batch_size} of {obj.dataset_size} (reshuffled every epoch)"
+    if isinstance(obj, RandomAllocation):
+        what = "balls-in-bins" if obj.k == 1 else "random allocation"
+        return f"{what}: each record in {obj.k} of every {obj.steps_per_epoch} steps"
     if isinstance(obj, DPSGD):
         words = [f"σ = {_g(obj.noise_multiplier)}", describe(obj.sampling),
                  f"{obj.steps} step{'s' if obj.steps != 1 else ''}", obj.neighbouring.label]

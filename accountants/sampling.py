@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from . import _validate as check
 from ._validate import InputError, InputTypeError
 
-__all__ = ["FixedSize", "Neighbouring", "Poisson", "Sampling", "Shuffle"]
+__all__ = ["FixedSize", "Neighbouring", "Poisson", "RandomAllocation", "Sampling", "Shuffle"]
 
 
 class Neighbouring(enum.Enum):
@@ -177,4 +177,49 @@ class Shuffle:
         return obj
 
 
-Sampling = Poisson | FixedSize | Shuffle
+@dataclass(frozen=True, slots=True)
+class RandomAllocation:
+    """Random allocation: every epoch assigns each record to ``k`` of its ``steps_per_epoch`` steps.
+
+    The k steps are a uniformly random k-subset of the t steps of the epoch, drawn independently
+    for every record (k = 1 is *balls-in-bins*: each record lands in one uniformly random batch,
+    so batch sizes are Binomial(n, 1/t) and every record is used exactly once per epoch). Accounted
+    by :mod:`accountants.rdp.random_allocation` (Feldman & Shenfeld 2025, arXiv 2502.08202; Dong,
+    Chen & Özgür 2025, arXiv 2503.03043), never as Poisson sampling.
+
+    Attributes:
+        k: steps per epoch in which a record takes part, 1 ≤ k ≤ steps_per_epoch.
+        steps_per_epoch: t ≥ 1.
+    """
+
+    k: int
+    steps_per_epoch: int
+
+    def __post_init__(self) -> None:
+        check.integer(1, None, k=self.k, steps_per_epoch=self.steps_per_epoch)
+        if self.k > self.steps_per_epoch:
+            raise InputError(f"k must be in [1, steps_per_epoch={self.steps_per_epoch}]; got {self.k}")
+
+    @property
+    def rate(self) -> float:
+        """k / t, the fraction of the epoch's steps a record takes part in (the q of a Poisson analogue)."""
+        return self.k / self.steps_per_epoch
+
+    def to_dict(self) -> dict:
+        """Lossless dict form (:func:`accountants.describe.to_dict`)."""
+        from .describe import to_dict
+
+        return to_dict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> RandomAllocation:
+        """Inverse of :meth:`to_dict` (:func:`accountants.describe.from_dict`); checks the kind."""
+        from .describe import from_dict
+
+        obj = from_dict(d, where="sampling")
+        if not isinstance(obj, cls):
+            raise InputTypeError(f"sampling describes a {type(obj).__name__}, not a {cls.__name__}")
+        return obj
+
+
+Sampling = Poisson | FixedSize | Shuffle | RandomAllocation

@@ -55,7 +55,7 @@ from ..orders import default_orders, near_one_orders
 from ..rdp import eps_from_rdp
 from ..rdp.conversion import minimise_over_orders
 from ..results import EpsilonBound
-from ..sampling import FixedSize, Neighbouring, Poisson
+from ..sampling import FixedSize, Neighbouring, Poisson, RandomAllocation
 from . import require_peer
 
 __all__ = [
@@ -205,6 +205,12 @@ def _walk(node: Any, where: str, depth: int = 0) -> _Acc:
             if math.isinf(sigma):
                 return _Acc({}, {})
             return _Acc.one(sigma, FixedSize(b, n, replace=name == "SampledWithReplacementDpEvent"))
+        case "RandomAllocationDpEvent":  # one event = one epoch of num_steps calls (dp_accounting PR #414)
+            sigma = _gaussian_sigma(_field(node, "event", where), f"{where}.event", name)
+            k, t = _whole(node, "num_selected", where, 1), _whole(node, "num_steps", where, 1)
+            if math.isinf(sigma):
+                return _Acc({}, {})
+            return _Acc({(sigma, RandomAllocation(k, t)): t}, {})
         case "LaplaceDpEvent":
             b = _real(node, "noise_multiplier", where, low=0.0)
             return _Acc({}, {}) if math.isinf(b) else _Acc({}, {b: 1})
@@ -314,9 +320,26 @@ def _dpsgd_event(dp_event: Any, p: DPSGD) -> Any:
     elif isinstance(s, FixedSize):
         cls = dp_event.SampledWithReplacementDpEvent if s.replace else dp_event.SampledWithoutReplacementDpEvent
         one = cls(s.dataset_size, s.batch_size, base)
+    elif isinstance(s, RandomAllocation):
+        return _random_allocation_event(dp_event, base, p)
     else:
         raise UnsupportedError(f"{type(s).__name__} sampling has no dp_accounting event")
     return one if p.steps == 1 else dp_event.SelfComposedDpEvent(one, p.steps)
+
+
+def _random_allocation_event(dp_event: Any, base: Any, p: DPSGD) -> Any:
+    """Whole epochs of ``RandomAllocationDpEvent`` (dp_accounting with PR #414); a partial epoch has none."""
+    s = p.sampling
+    assert isinstance(s, RandomAllocation)
+    cls = getattr(dp_event, "RandomAllocationDpEvent", None)
+    if cls is None:
+        raise UnsupportedError("this dp_accounting has no RandomAllocationDpEvent (added with pld/random_allocation)")
+    epochs, rest = divmod(p.steps, s.steps_per_epoch)
+    if rest:
+        raise UnsupportedError(f"steps={p.steps} is not a whole number of epochs of {s.steps_per_epoch}: "
+                               "RandomAllocationDpEvent describes whole epochs")
+    one = cls(event=base, num_selected=s.k, num_steps=s.steps_per_epoch)
+    return one if epochs == 1 else dp_event.SelfComposedDpEvent(one, epochs)
 
 
 def to_dp_event(description: Description) -> Any:

@@ -73,6 +73,8 @@ def register_step_rdp(
 
 
 def _sampling_name(spec: DPSGD) -> str:
+    if type(spec.sampling).__name__ == "RandomAllocation":
+        return "random-allocation"
     if isinstance(spec.sampling, FixedSize):
         return "fixed-wr" if spec.sampling.replace else "fixed-wor"
     return "poisson"
@@ -125,3 +127,9 @@ register_step_rdp(Poisson, Neighbouring.ADD_REMOVE, _poisson_add_remove, max_gro
 from .fixed_size import register_handlers as _register_fixed_size  # noqa: E402
 
 _register_fixed_size(register_step_rdp)
+
+
+# Random allocation / balls-in-bins, add/remove (Feldman & Shenfeld 2025; Dong, Chen & Özgür 2025).
+from .random_allocation import register_handlers as _register_random_allocation  # noqa: E402
+
+_register_random_allocation(register_step_rdp)

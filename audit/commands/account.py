@@ -36,10 +36,16 @@ def add_parser(sub: Any) -> None:
     target.add_argument("--epsilon", type=float, metavar="E", help="report delta at this epsilon (>= 0)")
     p.add_argument("--sampling", type=_sampling, choices=list(describe.SAMPLING_KINDS), default="poisson",
                    help="sampling kind (aliases: fixed-size = fixed_wor; '-' and '_' are the same); shuffle: "
-                        "reshuffled every epoch, then iterated (lower and upper bounds; docs/shuffle.md)")
+                        "reshuffled every epoch, then iterated (lower and upper bounds; docs/shuffle.md); "
+                        "random-allocation (alias balls-in-bins): each record in --k of every --steps-per-epoch steps "
+                        "(docs/sampling.md)")
     p.add_argument("--sample-rate", type=float, metavar="Q", help="Poisson inclusion probability in (0, 1]")
     p.add_argument("--batch-size", type=int, metavar="B", help="fixed-size batch size")
     p.add_argument("--dataset-size", type=int, metavar="N", help="dataset size")
+    p.add_argument("--steps-per-epoch", type=int, metavar="T", help="random allocation: steps per epoch t (>= 1); "
+                   "or give --batch-size B --dataset-size N for t = N/B")
+    p.add_argument("--k", type=int, metavar="K", help="random allocation: steps per epoch a record takes part in "
+                   "(default 1, balls-in-bins)")
     p.add_argument("--neighbouring", type=_neighbouring, choices=list(describe.NEIGHBOURING_NAMES),
                    default="add_remove")
     p.add_argument("--group-size", type=int, default=1, metavar="K", help="records protected together (>= 1)")
@@ -87,6 +93,8 @@ def spec_from_args(args: argparse.Namespace) -> acc.DPSGD:
         else:
             rate = args.sample_rate
         sampling = describe.make_sampling(kind, sample_rate=rate, key="--sampling")
+    elif kind == "random_allocation":
+        sampling = _random_allocation(args)
     else:
         if args.sample_rate is not None:
             raise InputError(f"--sample-rate applies to --sampling poisson only; --sampling {kind} takes "
@@ -95,8 +103,36 @@ def spec_from_args(args: argparse.Namespace) -> acc.DPSGD:
             raise InputError(f"--sampling {kind} needs --batch-size B and --dataset-size N")
         sampling = describe.make_sampling(kind, batch_size=args.batch_size, dataset_size=args.dataset_size,
                                           key="--sampling")
+    if kind != "random_allocation" and (getattr(args, "steps_per_epoch", None) is not None
+                                        or getattr(args, "k", None) is not None):
+        raise InputError(f"--steps-per-epoch and --k apply to --sampling random-allocation only; got --sampling {kind}")
     return acc.DPSGD(args.noise_multiplier, sampling, args.steps,
                      describe.parse_neighbouring(args.neighbouring, key="--neighbouring"), args.group_size)
+
+
+def _random_allocation(args: argparse.Namespace) -> acc.RandomAllocation:
+    """``--steps-per-epoch T [--k K]``, or ``--batch-size B --dataset-size N`` for t = N/B (B must divide N)."""
+    if args.sample_rate is not None:
+        raise InputError("--sample-rate applies to --sampling poisson only; --sampling random_allocation takes "
+                         "--steps-per-epoch T (or --batch-size B --dataset-size N) and --k K")
+    sized = (args.batch_size, args.dataset_size)
+    t = args.steps_per_epoch
+    if t is not None and any(v is not None for v in sized):
+        raise InputError("--steps-per-epoch and --batch-size/--dataset-size both set the steps per epoch; give one")
+    if t is None:
+        if None in sized:
+            raise InputError("--sampling random_allocation needs --steps-per-epoch T (or --batch-size B "
+                             "--dataset-size N for t = N/B)")
+        check.integer(1, None, **{"--batch-size": args.batch_size, "--dataset-size": args.dataset_size})
+        if args.dataset_size % args.batch_size:
+            raise InputError(f"--batch-size must divide --dataset-size for random allocation (t = N/B); got "
+                             f"B={args.batch_size}, N={args.dataset_size}; give --steps-per-epoch T instead")
+        t = args.dataset_size // args.batch_size
+    check.integer(1, None, **{"--steps-per-epoch": t, "--k": 1 if args.k is None else args.k})
+    k = 1 if args.k is None else args.k
+    if k > t:
+        raise InputError(f"--k must be in [1, --steps-per-epoch={t}]; got {k}")
+    return describe.make_sampling("random_allocation", k=k, steps_per_epoch=t, key="--sampling")  # type: ignore[return-value]
 
 
 def run(args: argparse.Namespace) -> int:
@@ -115,7 +151,7 @@ def run(args: argparse.Namespace) -> int:
             continue
         try:
             if args.delta is not None:
-                results[name] = acc.epsilon(spec, args.delta, method=name).to_dict()
+                results[name] = _epsilon_bound(spec, args.delta, name).to_dict()
             else:
                 results[name] = acc.delta(spec, args.epsilon, method=name).to_dict()
         except acc.UnsupportedError as e:
@@ -149,6 +185,17 @@ def run(args: argparse.Namespace) -> int:
     for name, why in skipped.items():
         print(f"  {name:>4}: not available for this run ({why})")
     return 0
+
+
+def _epsilon_bound(spec: acc.DPSGD, delta: float, method: str) -> Any:
+    """ε at δ; balls-in-bins under the RDP method also carries its certified lower end (docs/sampling.md)."""
+    s = spec.sampling
+    if (method == "rdp" and isinstance(s, acc.RandomAllocation) and s.k == 1 and spec.group_size == 1
+            and spec.neighbouring is acc.Neighbouring.ADD_REMOVE):
+        from accountants.random_allocation import random_allocation_bounds
+
+        return random_allocation_bounds(spec, delta)
+    return acc.epsilon(spec, delta, method=method)
 
 
 def _run_event(args: argparse.Namespace, spec: Any) -> int:

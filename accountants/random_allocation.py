@@ -1,0 +1,96 @@
+"""Random allocation (balls-in-bins, k = 1): a certified lower bound beside the sound upper bound.
+
+The upper bound is the RDP accountant's (:mod:`accountants.rdp.random_allocation`, through
+``accountants.epsilon``). The lower bound comes from a realised pair: every other record's clipped
+gradient 0 and the record's +C·e (add/remove), so each epoch of t steps releases, scaled by C,
+P = (1/t) Σ_j N(e_j, σ²I_t) with the record against Q = N(0, σ²I_t) without it (the other records'
+allocations are independent of the record's, and their zero gradients add nothing). A partial last
+epoch of r < t steps holds the record with probability r/t: P = (r/t)·MoG + (1 − r/t)·N(0, σ²I_r).
+
+Each epoch is post-processed to the maximum coordinate (Chua et al., ICML 2024 §4; NeurIPS 2024 §3)
+and composed on a loss lattice with certified bin masses — the same certified machinery as the
+shuffle lower bound (:mod:`accountants.shuffle`, whose module docstring gives the proof that the result
+is below the true δ(ε)); here the pair is (m₁, m₀) = (1, 0) with the record in the epoch with
+probability 1 (full epochs) or r/t (a partial one). Post-processing only lowers δ(ε), so
+ε_lower ≤ the pair's ε ≤ the mechanism's ε.
+"""
+
+from __future__ import annotations
+
+from . import _validate as check
+from ._validate import UnsupportedError
+from .events import DPSGD
+from .results import EpsilonBound, check_bracket
+from .sampling import Neighbouring, RandomAllocation
+
+__all__ = ["random_allocation_bounds", "random_allocation_lower_delta", "random_allocation_lower_epsilon"]
+
+MAX_EPOCHS = 4096  # epochs composed; later ones are dropped (post-processing: still a lower bound)
+
+
+def _lower_plds(spec: DPSGD, h: float) -> list:
+    from .shuffle import MAX_LATTICE, _compose, _epoch_plds
+
+    s = spec.sampling
+    if not isinstance(s, RandomAllocation) or s.k != 1:
+        raise UnsupportedError("the random-allocation lower bound covers balls-in-bins (RandomAllocation with k=1)")
+    if spec.neighbouring is not Neighbouring.ADD_REMOVE or spec.group_size != 1:
+        raise UnsupportedError("the random-allocation lower bound covers add-remove for single records")
+    t = s.steps_per_epoch
+    full, rest = divmod(spec.steps, t)
+    types = [(t, 1, 1, min(full, MAX_EPOCHS))] if full else []  # (batches, k, n, count): p = k/n
+    if rest and full < MAX_EPOCHS:
+        types.append((rest, rest, t, 1))
+    step = h
+    while True:
+        per = [(_epoch_plds(spec.noise_multiplier, b, k, n, 1.0, 0.0, step), c) for b, k, n, c in types]
+        size = max(sum(len(plds[d].mass) * c for plds, c in per) for d in (0, 1))
+        if size <= MAX_LATTICE:
+            break
+        step *= 2 * size / MAX_LATTICE
+    out = []
+    for direction in (0, 1):
+        pld, err = _compose([(plds[direction], c) for plds, c in per])
+        out.append((pld, err, step))
+    return out
+
+
+def random_allocation_lower_delta(spec: DPSGD, epsilon: float, *, h: float = 2e-3) -> float:
+    """A certified lower bound on δ(ε) of balls-in-bins DP-SGD (module doc).  Bound: lower."""
+    from .shuffle import _delta_lower_of
+
+    check.in_range(0.0, None, closed="left", epsilon=epsilon)
+    return max(_delta_lower_of(pld, err, float(epsilon), step) for pld, err, step in _lower_plds(spec, h))
+
+
+def random_allocation_lower_epsilon(spec: DPSGD, delta: float, *, h: float = 2e-3, tol: float = 1e-4) -> float:
+    """A certified lower bound on ε(δ) of balls-in-bins DP-SGD: the lower end of a bisection.  Bound: lower."""
+    from .shuffle import _delta_lower_of
+
+    check.in_range(0.0, 1.0, closed="neither", delta=delta)
+    plds = _lower_plds(spec, h)
+
+    def d(eps: float) -> float:
+        return max(_delta_lower_of(pld, err, eps, step) for pld, err, step in plds)
+
+    if d(0.0) <= delta:
+        return 0.0
+    lo, hi = 0.0, max((pld.offset + len(pld.mass)) * step for pld, _, step in plds)
+    while hi - lo > tol * max(lo, 1e-3):
+        mid = 0.5 * (lo + hi)
+        if d(mid) > delta:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def random_allocation_bounds(spec: DPSGD, delta: float) -> EpsilonBound:
+    """The RDP upper bound on ε(δ) with the certified lower end of this module in ``lower``."""
+    from .api import epsilon
+
+    up = epsilon(spec, delta)
+    low = random_allocation_lower_epsilon(spec, delta)
+    check_bracket(low, up.value, what="random-allocation ε")
+    return EpsilonBound(up.value, up.delta, method=up.method, order=up.order, lower=low,
+                        theorem=f"{up.theorem}; lower: max-statistic of the realised pair (Chua et al. 2024)")

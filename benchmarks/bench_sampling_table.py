@@ -1,0 +1,74 @@
+"""ε of every sampling scheme dpaudit accounts, at one common setting (docs/sampling.md, issue 27).
+
+Setting (issue 27): n = 10,000 records, batches of b = 100 (expected or exact), so t = n/b = 100 steps per
+epoch, σ = 1, T = 1,000 steps (10 epochs), δ = 1e-5, add/remove. Every row is a sound upper bound
+(RDP, and the tight PLD where that method covers the scheme); a "lower" column is a certified lower
+bound where dpaudit has one. Usage::
+
+    PYTHONPATH=. python benchmarks/bench_sampling_table.py [--sigma 1] [--steps 1000] [--batch 100] [--n 10000]
+
+Runtime: about 1–3 minutes on 2 shared cores (mostly the PLD rows and the two certified lower bounds).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import accountants as acc  # noqa: E402
+from accountants.random_allocation import random_allocation_lower_epsilon  # noqa: E402
+from accountants.shuffle import shuffle_lower_epsilon  # noqa: E402
+
+
+def _eps(spec: acc.DPSGD, delta: float, method: str) -> str:
+    if not acc.supports(spec, method):
+        return "—"
+    return f"{acc.epsilon(spec, delta, method=method).value:.3f}"
+
+
+def rows(sigma: float, steps: int, b: int, n: int, delta: float) -> list[tuple[str, str, str, str, str]]:
+    """(scheme, dpaudit description, RDP ε, PLD ε, certified lower ε) per sampling scheme."""
+    t = n // b
+    specs = [
+        ("Poisson q = b/n", acc.DPSGD(sigma, acc.Poisson(b / n), steps), None),
+        ("fixed-size, without replacement", acc.DPSGD(sigma, acc.FixedSize(b, n), steps), None),
+        ("fixed-size, with replacement", acc.DPSGD(sigma, acc.FixedSize(b, n, replace=True), steps), None),
+        ("shuffle (once per epoch)", acc.DPSGD(sigma, acc.Shuffle(b, n), steps), shuffle_lower_epsilon),
+        ("random allocation k = 1 (balls-in-bins)", acc.DPSGD(sigma, acc.RandomAllocation(1, t), steps),
+         random_allocation_lower_epsilon),
+    ]
+    out = []
+    for name, spec, lower in specs:
+        low = f"{lower(spec, delta):.3f}" if lower is not None else "—"
+        words = acc.describe.describe(spec.sampling)
+        out.append((name, words, _eps(spec, delta, "rdp"), _eps(spec, delta, "pld"), low))
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sigma", type=float, default=1.0)
+    ap.add_argument("--steps", type=int, default=1000)
+    ap.add_argument("--batch", type=int, default=100)
+    ap.add_argument("--n", type=int, default=10_000)
+    ap.add_argument("--delta", type=float, default=1e-5)
+    a = ap.parse_args()
+    start = time.perf_counter()
+    table = rows(a.sigma, a.steps, a.batch, a.n, a.delta)
+    print(f"σ = {a.sigma:g}, b = {a.batch}, n = {a.n}, T = {a.steps}, δ = {a.delta:g}, add/remove\n")
+    print("| scheme | dpaudit sampling | ε upper (RDP) | ε upper (PLD) | ε certified lower |")
+    print("|---|---|---|---|---|")
+    for r in table:
+        print("| " + " | ".join(r) + " |")
+    load = os.getloadavg()
+    print(f"\n{time.perf_counter() - start:.0f} s; load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}")
+
+
+if __name__ == "__main__":
+    main()
