@@ -301,90 +301,103 @@ class ComposedPLD:
         return max(0.0, float(torch.nan_to_num(vals, nan=-math.inf).max()))
 
 
-def _chernoff(
-    pmfs: list[tuple[Tensor, int, int]], h: float, lo: float, hi: float
-) -> tuple[float, float]:
-    """Bounds on the composed mass below ``lo`` and above ``hi`` (a sub-probability is fine):
-    P(S ≥ b) ≤ e^{K(λ) − λb}, P(S ≤ a) ≤ e^{K(−λ) + λa}, K = Σ T_i log M_i, at ten λ's per side
-    (2⁻⁸…2 times the Gaussian optimum: heavy right tails need small λ)."""
-    device = pmfs[0][0].device
-    prepared = []
-    mean = var = 0.0
-    for pmf, k_lo, t in pmfs:
-        l = (k_lo + torch.arange(pmf.numel(), dtype=pmf.dtype, device=device)) * h
-        mass = float(pmf.sum())
-        m1 = float((pmf * l).sum()) / mass
-        mean += t * m1
-        var += t * float((pmf * (l - m1) ** 2).sum()) / mass
-        prepared.append((torch.log(pmf), l, t))
-    sd = math.sqrt(max(var, h * h))
-    scale = 2.0 ** torch.arange(-8.0, 2.0, dtype=torch.float64, device=device)
-    lams = []
-    for sign, edge in ((-1.0, lo), (1.0, hi)):
-        dist = max(sign * (edge - mean), sd)
-        lams.append(sign * (dist / (sd * sd)) * scale)
-    lam = torch.cat(lams)                                   # (20,): ten negative, ten positive
-    k = sum(t * torch.logsumexp(logp[None, :] + lam[:, None] * l[None, :], dim=1) for logp, l, t in prepared)
-    edge = torch.cat([torch.full((10,), lo, dtype=torch.float64, device=device),
-                      torch.full((10,), hi, dtype=torch.float64, device=device)])
-    log_bound = k - lam * edge
-    below = math.exp(min(0.0, float(log_bound[:10].min())))
-    above = math.exp(min(0.0, float(log_bound[10:].min())))
-    return below, above
-
-
-def _moments(steps: list[tuple[DiscreteStep, int]], which: str) -> tuple[float, float]:
-    h = steps[0][0].h
-    mean = var = 0.0
-    for st, t in steps:
-        pmf = getattr(st, which)
-        l = (st.k_lo + torch.arange(pmf.numel(), dtype=pmf.dtype, device=pmf.device)) * h
-        mass = float(pmf.sum())
-        m1 = float((pmf * l).sum()) / mass
-        mean += t * m1
-        var += t * float((pmf * (l - m1) ** 2).sum()) / mass
-    return mean, math.sqrt(max(var, h * h))
-
-
 _WHICH = ("upper", "lower_p", "lower_q_tilted")
 
 
-def _tails(steps: list[tuple[DiscreteStep, int]], k_a: int, n: int) -> list[tuple[float, float]]:
-    """Certified (below, above) composed masses outside lattice indices [k_a, k_a + n) per PMF."""
+def _lambda_grid(steps: list[tuple[DiscreteStep, int]], log_inv_gamma: float) -> Tensor:
+    """Positive tilts λ for the Chernoff bounds: a factor-√2 geometric grid from 2⁻¹² (heavy tails
+    of subsampled steps need λ of order 1, the RDP order minus one) up to 4× the Gaussian optimum
+    √(2 log(1/γ))/sd of the composed loss (light, concentrated tails need λ ≫ 1)."""
     h = steps[0][0].h
+    var = 0.0
+    for st, t in steps:
+        pmf = st.lower_p
+        l = (st.k_lo + torch.arange(pmf.numel(), dtype=pmf.dtype, device=pmf.device)) * h
+        m1 = float((pmf * l).sum())
+        var += t * max(float((pmf * (l - m1) ** 2).sum()), 0.0)
+    sd = math.sqrt(max(var, h * h))
+    top = max(4.0 * math.sqrt(2.0 * log_inv_gamma) / sd, 16.0)
+    n = max(2, math.ceil(2.0 * math.log2(top / 2.0**-12)) + 1)
+    return 2.0 ** torch.linspace(-12.0, math.log2(top), n, dtype=torch.float64, device=steps[0][0].upper.device)
+
+
+def _log_mgf(steps: list[tuple[DiscreteStep, int]], lam: Tensor) -> Tensor:
+    """K(λ) = Σ_i T_i log Σ_k p_{i,k} e^{λ l_k} of the three composed PMFs, (3, len(λ)): the exact
+    cumulant generating function of the composed discrete measures (sub- or super-probability
+    measures included; log 0 = −inf entries drop out)."""
+    h = steps[0][0].h
+    out = torch.zeros(3, lam.numel(), dtype=torch.float64, device=lam.device)
+    for st, t in steps:
+        pmf3 = torch.stack([getattr(st, w) for w in _WHICH])             # (3, n)
+        l = (st.k_lo + torch.arange(pmf3.shape[1], dtype=torch.float64, device=lam.device)) * h
+        logp = torch.log(pmf3)
+        for j in range(0, lam.numel(), 16):                               # bounded memory
+            lj = lam[j : j + 16]
+            out[:, j : j + 16] += t * torch.logsumexp(logp[:, None, :] + lj[None, :, None] * l, dim=2)
+    return out
+
+
+@dataclass(frozen=True)
+class _Cgf:
+    """The composed CGFs at a grid of tilts ±λ, for Chernoff bounds on the three composed PMFs:
+    mass(S ≥ b) ≤ e^{K(λ) − λb} and mass(S ≤ a) ≤ e^{K(−λ) + λa} for every λ > 0 (Markov's
+    inequality applied to e^{±λS}; valid for any non-negative measure)."""
+
+    lam: Tensor        # (m,) λ > 0
+    k_pos: Tensor      # (3, m) K(+λ)
+    k_neg: Tensor      # (3, m) K(−λ)
+
+    def log_above(self, b: float) -> Tensor:
+        """(3,) log of certified bounds on the composed masses at S ≥ b."""
+        return torch.clamp((self.k_pos - self.lam * b).nan_to_num(nan=math.inf).amin(1), max=0.0)
+
+    def log_below(self, a: float) -> Tensor:
+        """(3,) log of certified bounds on the composed masses at S ≤ a."""
+        return torch.clamp((self.k_neg + self.lam * a).nan_to_num(nan=math.inf).amin(1), max=0.0)
+
+    def edges(self, log_inv_gamma: float) -> tuple[float, float]:
+        """(a, b) with every bound at S ≤ a and at S ≥ b at most γ: b = min_λ (K(λ) + log 1/γ)/λ."""
+        b = ((self.k_pos + log_inv_gamma) / self.lam).nan_to_num(nan=math.inf).amin(1).amax()
+        a = (-(self.k_neg + log_inv_gamma) / self.lam).nan_to_num(nan=-math.inf).amax(1).amin()
+        return float(a), float(b)
+
+
+def _cgf(steps: list[tuple[DiscreteStep, int]], gamma: float) -> _Cgf:
+    lam = _lambda_grid(steps, math.log(1.0 / gamma))
+    return _Cgf(lam, _log_mgf(steps, lam), _log_mgf(steps, -lam))
+
+
+def _up_exp(x: Tensor) -> list[float]:
+    """e^x rounded so it never falls below the true value (underflow gives the least subnormal)."""
+    return torch.where(x > -math.inf, torch.exp(x).clamp(min=5e-324), torch.zeros_like(x)).tolist()
+
+
+def _tails(cgf: _Cgf, h: float, k_a: int, n: int) -> tuple[list[tuple[float, float]], float]:
+    """Certified (below, above) composed masses outside lattice indices [k_a, k_a + n) per PMF,
+    and the log of the bound above for the tilted Q-PMF (kept in logs)."""
     lo_edge, hi_edge = (k_a - 0.5) * h, (k_a + n - 0.5) * h
-    return [_chernoff([(getattr(st, w), st.k_lo, t) for st, t in steps], h, lo_edge, hi_edge) for w in _WHICH]
+    log_above = cgf.log_above(hi_edge)
+    below, above = _up_exp(cgf.log_below(lo_edge)), _up_exp(log_above)
+    return list(zip(below, above, strict=True)), float(log_above[2])
 
 
-Window = tuple[int, int, list[tuple[float, float]]]
+Window = tuple[int, int, _Cgf]
 
 
 def window(steps: list[tuple[DiscreteStep, int]], gamma: float) -> Window:
-    """Lattice indices [k_a, k_b] outside which every composed PMF has certified mass ≤ γ per
-    side (Gaussian start, widened until the Chernoff bounds hold; at most 12 widenings), and the
-    certified (below, above) masses of the three PMFs for that window."""
+    """Lattice indices [k_a, k_b] outside which every composed PMF has certified mass ≤ γ per side,
+    read off the Chernoff bounds of the composed CGFs (:class:`_Cgf`), and the certified
+    (below, above) masses of the three PMFs for that window."""
     h = steps[0][0].h
-    z = math.sqrt(2.0 * math.log(1.0 / gamma)) + 1.0
-    stats = [_moments(steps, w) for w in _WHICH]
-    lo = min(m - z * sd for m, sd in stats)
-    hi = max(m + z * sd for m, sd in stats)
+    cgf = _cgf(steps, gamma)
+    lo, hi = cgf.edges(math.log(1.0 / gamma))
     if not (math.isfinite(lo) and math.isfinite(hi) and math.isfinite(lo / h) and math.isfinite(hi / h)):
         raise UnsupportedError(
-            f"pld: the moments of the composed privacy loss are not finite in float64 (window [{lo:g}, {hi:g}] "
-            f"at h={h:g}); use method='rdp'"
+            f"pld: the composed privacy loss has no finite window in float64 ([{lo:g}, {hi:g}] at h={h:g}); "
+            f"use method='rdp'"
         )
-    for _ in range(12):
-        k_a, k_b = math.floor(lo / h) - 1, math.ceil(hi / h) + 1
-        tails = _tails(steps, k_a, k_b - k_a + 1)
-        below = max(b for b, _ in tails)
-        above = max(a for _, a in tails)
-        if below <= gamma and above <= gamma:
-            break
-        span = hi - lo
-        lo -= 0.5 * span if below > gamma else 0.0
-        hi += 0.5 * span if above > gamma else 0.0
-    # Tails still above γ after 12 widenings are certified all the same, and paid in the slack.
-    return k_a, k_b, tails
+    k_a, k_b = math.floor(lo / h) - 1, math.ceil(hi / h) + 1
+    return k_a, k_b, cgf
 
 
 def compose(steps: list[tuple[DiscreteStep, int]], gamma: float, win: Window | None = None) -> ComposedPLD:
@@ -400,9 +413,10 @@ def compose(steps: list[tuple[DiscreteStep, int]], gamma: float, win: Window | N
     """
     h = steps[0][0].h
     device = steps[0][0].upper.device
-    k_a, k_b, tails = window(steps, gamma) if win is None else win
+    k_a, k_b, cgf = window(steps, gamma) if win is None else win
     n = fast_length(k_b - k_a + 1)
-    k_a = k_b + 1 - n        # use the whole FFT length; extending downwards keeps ``tails`` valid
+    k_a = k_b + 1 - n        # use the whole FFT length (extending downwards)
+    tails, log_gq_hi = _tails(cgf, h, k_a, n)
     k0 = 0
     arrs: list[tuple[Tensor, int]] = []
     for st, t in steps:
@@ -424,7 +438,7 @@ def compose(steps: list[tuple[DiscreteStep, int]], gamma: float, win: Window | N
     pmf = torch.clamp(pmf, min=0.0)
     up, pp, qt = pmf[0], pmf[1], pmf[2]
     # Certified out-of-window masses of the three composed PMFs (Chernoff, exact discrete MGFs).
-    (u_lo, u_hi), (gp_lo, gp_hi), (_, gq_hi) = tails
+    (u_lo, u_hi), (gp_lo, gp_hi), _ = tails
     s = (k_a + torch.arange(n, dtype=torch.float64, device=device)) * h
     # Q-masses from the tilted composition: Q̃^{*T}(s) = e^{−s}·(q e^l)^{*T}(s) (exact identity).
     # A_Q(i) ≤ Σ_{j≥i} e^{−s_j} qt_j + R_q·(Σ_{j≥i} e^{−2 s_j})^{1/2} (Cauchy–Schwarz), times
@@ -434,7 +448,7 @@ def compose(steps: list[tuple[DiscreteStep, int]], gamma: float, win: Window | N
     log_weight = 0.5 * _log_rev_exp_tail(torch.ones_like(s), 2.0 * s)
     log_r_q = math.log(r_q) if r_q > 0 else -math.inf
     log_inner = torch.logaddexp(_log_rev_exp_tail(qt, s), log_r_q + log_weight)
-    log_out = (math.log(gq_hi) if gq_hi > 0 else -math.inf) - hi_edge
+    log_out = log_gq_hi - hi_edge
     log_tail_q = torch.logaddexp(log_inner + math.log1p(2.0 * _gamma(n)), torch.full_like(log_inner, log_out))
     p_inf = -math.expm1(sum(t * math.log1p(-st.p_inf) for st, t in steps))
     return ComposedPLD(
