@@ -22,7 +22,7 @@ from .. import _validate as check
 from .._validate import InputError, InputTypeError, UnsupportedError
 from ..events import DPSGD, Composed
 from ..results import DeltaBound, EpsilonBound
-from .compose import ComposedPLD, compose, fast_length, window
+from .compose import ComposedPLD, chernoff_tilt, compose, fast_length, window
 from .discretise import discretise
 from .gaussian import gdp_delta_bracket, gdp_epsilon_bracket
 from .pairs import GaussianShift, MixturePair, step_pairs, unsupported_reason
@@ -160,6 +160,8 @@ def pld_profile(
     delta_error: float = 1e-12,
     device: torch.device | str | None = None,
     max_points: int = MAX_POINTS,
+    at_delta: float | None = None,
+    at_epsilon: float | None = None,
 ) -> PLDProfile:
     """Discretise and compose every direction of ``spec`` on the lattice of spacing ``h``.
 
@@ -169,6 +171,10 @@ def pld_profile(
         delta_error: δ budget of the truncated tails (≤ delta_error/10 in the upper bound) and of
             the FFT window (≤ delta_error/10 per side and PMF).
         device: where to compute (default: torch's default device).
+        at_delta, at_epsilon: the query the profile is for (at most one): each direction is
+            then composed under the exponential tilt whose Chernoff bound is tightest there, so
+            the FFT round-off is relative to the tail near the answer rather than to 1. The
+            profile then answers only at ε ≥ its window start (δ ≤ 1 below).
 
     Raises:
         UnsupportedError: when a part has no proved dominating pair.
@@ -194,8 +200,10 @@ def pld_profile(
     need = 0
     for _ in range(8):
         disc = {name: [(discretise(pair, h, tail, dev), t) for pair, t in parts] for name, parts in dirs.items()}
-        windows = {name: window(d, gamma) for name, d in disc.items()}
-        need = max(fast_length(b - a + 1) for a, b, _ in windows.values())
+        tilts = {name: 0.0 if at_delta is None and at_epsilon is None else
+                 chernoff_tilt(d, delta=at_delta, epsilon=at_epsilon) for name, d in disc.items()}
+        windows = {name: window(d, gamma, tilts[name]) for name, d in disc.items()}
+        need = max(fast_length(w[1] - w[0] + 1) for w in windows.values())
         if need <= max_points:
             break
         h *= 1.05 * need / max_points
@@ -245,7 +253,7 @@ def pld_epsilon_bracket(
     h = _auto_h(total, eps_error)
     lo, up, prof = -math.inf, math.inf, None
     for _ in range(8):
-        prof = pld_profile(spec, h=h, delta_error=beta, device=device)
+        prof = pld_profile(spec, h=h, delta_error=beta, device=device, at_delta=delta)
         # Every pass is certified, so the intersection of the brackets is too.
         new_up, new_lo = prof.epsilon_upper(delta), prof.epsilon_lower(delta)
         previous = up - lo
@@ -283,7 +291,8 @@ def pld_delta_bracket(
         lo, up = gdp_delta_bracket(float(epsilon), gauss[0])
         return PLDBracket(lo, up, 0.0, 0, gauss[1])
     total = sum(p.steps for p in _parts(spec))
-    prof = pld_profile(spec, h=_auto_h(total, eps_error), delta_error=delta_error, device=device)
+    prof = pld_profile(spec, h=_auto_h(total, eps_error), delta_error=delta_error, device=device,
+                       at_epsilon=float(epsilon))
     e = torch.tensor([float(epsilon)], dtype=torch.float64, device=_resolve_device(device))
     return PLDBracket(float(prof.delta_lower(e)[0]), float(prof.delta_upper(e)[0]), prof.h, prof.points, prof.theorem)
 
