@@ -143,6 +143,12 @@ def _gaussian_mu(spec: Spec) -> tuple[float, str] | None:
     return mu, theorem + "; composed exactly as mu-GDP (Dong-Roth-Su 2022 Cor. 3.3, profile Balle-Wang 2018 Thm 8)"
 
 
+def _check_order(lower: float, upper: float) -> None:
+    """A certified lower end above the certified upper end is a bug, never a number to print."""
+    if not lower <= upper:
+        raise RuntimeError(f"pld: internal error: certified lower end {lower!r} above the upper end {upper!r}")
+
+
 def _resolve_device(device: torch.device | str | None) -> torch.device:
     return torch.empty(0).device if device is None else torch.device(device)
 
@@ -150,7 +156,7 @@ def _resolve_device(device: torch.device | str | None) -> torch.device:
 def _auto_h(steps: int, eps_error: float) -> float:
     # Width ≈ c·T·h² with c ≈ 0.6–1.05 at the three benchmark settings (measured), so this first
     # lattice usually meets eps_error; otherwise pld_epsilon_bracket refines.
-    return min(0.05, math.sqrt(0.8 * eps_error / steps))
+    return min(0.05, 2.0 * math.sqrt(0.8 * eps_error / steps))
 
 
 def pld_profile(
@@ -200,9 +206,9 @@ def pld_profile(
     need = 0
     for _ in range(8):
         disc = {name: [(discretise(pair, h, tail, dev), t) for pair, t in parts] for name, parts in dirs.items()}
-        tilts = {name: 0.0 if at_delta is None and at_epsilon is None else
+        tilts = {name: (0.0, 0.0) if at_delta is None and at_epsilon is None else
                  chernoff_tilt(d, delta=at_delta, epsilon=at_epsilon) for name, d in disc.items()}
-        windows = {name: window(d, gamma, tilts[name]) for name, d in disc.items()}
+        windows = {name: window(d, gamma, *tilts[name]) for name, d in disc.items()}
         need = max(fast_length(w[1] - w[0] + 1) for w in windows.values())
         if need <= max_points:
             break
@@ -267,6 +273,7 @@ def pld_epsilon_bracket(
             break
         h = prof.h * min(0.9, max(0.1, math.sqrt(0.8 * target / width)))
     assert prof is not None
+    _check_order(lo, up)
     return PLDBracket(lo, up, prof.h, prof.points, prof.theorem)
 
 
@@ -294,7 +301,9 @@ def pld_delta_bracket(
     prof = pld_profile(spec, h=_auto_h(total, eps_error), delta_error=delta_error, device=device,
                        at_epsilon=float(epsilon))
     e = torch.tensor([float(epsilon)], dtype=torch.float64, device=_resolve_device(device))
-    return PLDBracket(float(prof.delta_lower(e)[0]), float(prof.delta_upper(e)[0]), prof.h, prof.points, prof.theorem)
+    lo, up = float(prof.delta_lower(e)[0]), float(prof.delta_upper(e)[0])
+    _check_order(lo, up)
+    return PLDBracket(lo, up, prof.h, prof.points, prof.theorem)
 
 
 def pld_privacy_profile(

@@ -384,18 +384,23 @@ def _cgf(rows: list[_Rows], gamma: float) -> _Cgf:
 
 
 def chernoff_tilt(steps: list[tuple[DiscreteStep, int]], *, delta: float | None = None,
-                  epsilon: float | None = None) -> float:
-    """The tilt λ ≥ 0 at which the composed pessimistic PMF's Chernoff bound is tightest: for a
-    query at δ, the λ minimising (K(λ) + log 1/δ)/λ (the edge where the tail bound reaches δ); for
-    a query at ε, the λ minimising K(λ) − λε. A choice only: any λ gives a certified bracket."""
+                  epsilon: float | None = None) -> tuple[float, float]:
+    """(λ, log B): the tilt λ ≥ 0 at which the composed pessimistic PMF's Chernoff bound is tightest
+    for the query, and that bound B on the tail there. At δ: the λ minimising (K(λ) + log 1/δ)/λ
+    (the edge b where the tail bound reaches δ; B = δ); at ε: the λ minimising K(λ) − λε
+    (B = e^{K(λ) − λε}). A choice only: any λ gives a certified bracket."""
     rows, _, _ = _tilted(steps, 0.0)
     lam = _lambda_grid(rows, math.log(1.0 / (delta if delta is not None else 1e-10)))
     k = _log_mgf(rows, lam)[0]
-    score = (k + math.log(1.0 / delta)) / lam if delta is not None else k - lam * float(epsilon or 0.0)
-    score = score.nan_to_num(nan=math.inf)
+    if delta is not None:
+        score = ((k + math.log(1.0 / delta)) / lam).nan_to_num(nan=math.inf)
+    else:
+        score = (k - lam * float(epsilon or 0.0)).nan_to_num(nan=math.inf)
     if not bool(torch.isfinite(score).any()):
-        return 0.0
-    return float(lam[int(torch.argmin(score))])
+        return 0.0, 0.0
+    j = int(torch.argmin(score))
+    log_b = math.log(delta) if delta is not None else float(score[j])
+    return float(lam[j]), min(0.0, log_b)
 
 
 def _up_exp(x: Tensor) -> list[float]:
@@ -406,14 +411,18 @@ def _up_exp(x: Tensor) -> list[float]:
 Window = tuple[int, int, _Cgf, list[_Rows], Tensor, float, float]
 
 
-def window(steps: list[tuple[DiscreteStep, int]], gamma: float, tilt: float = 0.0) -> Window:
-    """Lattice indices [k_a, k_b] outside which every composed tilted PMF has certified mass ≤ γ
+def window(steps: list[tuple[DiscreteStep, int]], gamma: float, tilt: float = 0.0, log_bound: float = 0.0) -> Window:
+    """Lattice indices [k_a, k_b] outside which every composed tilted PMF has certified mass ≤ γ̃
     per side, read off the Chernoff bounds of the composed CGFs (:class:`_Cgf`); also the tilted
-    rows (:func:`_tilted`) the composition will use."""
+    rows (:func:`_tilted`) the composition will use. Under a tilt, tilted mass γ̃ costs about
+    γ̃·e^{S − λs} in true units at s; γ̃ = γ·B^{−1/4} is asked for (B = e^{log_bound} ≤ 1, the
+    Chernoff tail bound at the query; a stronger boost costs the lower end below the query)."""
     h = steps[0][0].h
     rows, scale, kappa = _tilted(steps, tilt)
-    cgf = _cgf(rows, gamma)
-    lo, hi = cgf.edges(math.log(1.0 / gamma))
+    log_inv = math.log(1.0 / gamma) + 0.25 * min(log_bound, 0.0) if tilt > 0 else math.log(1.0 / gamma)
+    log_inv = max(log_inv, math.log(1e3))
+    cgf = _cgf(rows, math.exp(-log_inv))
+    lo, hi = cgf.edges(log_inv)
     if not (math.isfinite(lo) and math.isfinite(hi) and math.isfinite(lo / h) and math.isfinite(hi / h)):
         raise UnsupportedError(
             f"pld: the composed privacy loss has no finite window in float64 ([{lo:g}, {hi:g}] at h={h:g}); "
@@ -421,6 +430,19 @@ def window(steps: list[tuple[DiscreteStep, int]], gamma: float, tilt: float = 0.
         )
     k_a, k_b = math.floor(lo / h) - 1, math.ceil(hi / h) + 1
     return k_a, k_b, cgf, rows, scale, kappa, tilt
+
+
+def _log_weights(lam: float, s: Tensor, h: float) -> Tensor:
+    """log W_i = ½ log Σ_{j=i}^{N−1} e^{−2λ s_j} on the uniform lattice s (closed form of the
+    geometric sum; λ = 0 gives ½ log(N − i)), with −inf appended at i = N."""
+    n = s.numel()
+    left = (n - torch.arange(n + 1, dtype=torch.float64, device=s.device))          # N − i
+    s_ext = torch.cat([s, s[-1:] + h])
+    if lam == 0.0:
+        return 0.5 * torch.log(left)
+    r = 2.0 * lam * h
+    # Σ = e^{−2λ s_i}·(1 − e^{−r(N−i)})/(1 − e^{−r}); rounded up by 1e-12 relative.
+    return 0.5 * (-2.0 * lam * s_ext + torch.log(-torch.expm1(-r * left)) - math.log(-math.expm1(-r))) + 1e-12
 
 
 def _log_rev_cumsum(logx: Tensor) -> Tensor:
@@ -480,8 +502,8 @@ def compose(steps: list[tuple[DiscreteStep, int]], gamma: float, win: Window | N
     rel = (-math.expm1(-total * math.log1p(-kappa))
            + 8.0 * _gamma(n) + 8.0 * _U * (2.0 + max(abs(v) for v in big_s) + abs(tilt) * float(s.abs().max())))
     log_r = [math.log(v + 1e-300) for v in r_fft]                      # + 1e-300: underflowed rows
-    log_w = 0.5 * _log_rev_cumsum(-2.0 * tilt * s)                    # log W_i
-    log_wq = 0.5 * _log_rev_cumsum(-2.0 * (1.0 + tilt) * s)
+    log_w = _log_weights(tilt, s, h)                                   # log W_i
+    log_wq = _log_weights(1.0 + tilt, s, h)
     # True-unit entries of the pessimistic and P rows (each true entry is ≤ 1: clamping is safe).
     up = torch.exp(torch.clamp(torch.log(pmf[0]) + big_s[0] - tilt * s, max=0.0))
     pp = torch.exp(torch.clamp(torch.log(pmf[1]) + big_s[1] - tilt * s, max=0.0))
@@ -495,10 +517,11 @@ def compose(steps: list[tuple[DiscreteStep, int]], gamma: float, win: Window | N
     below_up = math.exp(min(700.0, big_s[0] + float(log_lo[0]))) if tilt == 0.0 else 0.0
     p_inf = -math.expm1(sum(t * math.log1p(-st.p_inf) for st, t in steps))
     hi = (1.0 + rel) * (p_inf + tail + noise_up + above_up + below_up) * (1.0 + 1e-12)
-    log_e = _log_rev_cumsum(torch.log(up) - s) + math.log1p(-rel)
+    log_e = _log_rev_exp_tail(up, s) + math.log1p(-rel)             # underflow only lowers it: safe
     lo_p = (1.0 - rel) * (tail_p - noise_p - wrap_p)
     # Q: A_Q(i) = e^{S_q} Σ_{j≥i} q̃_j e^{−(1+λ)s_j} (q̃: the tilted, tilted-Q row), + round-off
     # e^{S_q}·R_q·W^q_i, + the true mass above the window e^{S_q − (1+λ)b}·γ̃_hi.
+    # (in logs throughout: an underflowed Q-tail would overstate the lower end)
     log_inner = torch.logaddexp(_log_rev_cumsum(torch.log(pmf[2]) - (1.0 + tilt) * s), log_r[2] + log_wq)
     log_out = float(log_hi[2]) - (1.0 + tilt) * hi_edge
     log_q = big_s[2] + torch.logaddexp(log_inner, torch.full_like(log_inner, log_out)) + math.log1p(rel) + 1e-12
