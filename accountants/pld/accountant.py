@@ -154,8 +154,8 @@ def _resolve_device(device: torch.device | str | None) -> torch.device:
 
 
 def _auto_h(steps: int, eps_error: float) -> float:
-    # Width ≈ c·T·h² with c ≈ 0.6–1.05 at the three benchmark settings (measured), so this first
-    # lattice usually meets eps_error; otherwise pld_epsilon_bracket refines.
+    # ε brackets start here and refine from the measured width (width ∝ h²); δ queries, which are
+    # not refined, use 0.35 of it (width ≈ c·T·h² with c ≈ 0.6–1.05 at the benchmark settings).
     return min(0.05, 2.0 * math.sqrt(0.8 * eps_error / steps))
 
 
@@ -298,7 +298,7 @@ def pld_delta_bracket(
         lo, up = gdp_delta_bracket(float(epsilon), gauss[0])
         return PLDBracket(lo, up, 0.0, 0, gauss[1])
     total = sum(p.steps for p in _parts(spec))
-    prof = pld_profile(spec, h=_auto_h(total, eps_error), delta_error=delta_error, device=device,
+    prof = pld_profile(spec, h=0.35 * _auto_h(total, eps_error), delta_error=delta_error, device=device,
                        at_epsilon=float(epsilon))
     e = torch.tensor([float(epsilon)], dtype=torch.float64, device=_resolve_device(device))
     lo, up = float(prof.delta_lower(e)[0]), float(prof.delta_upper(e)[0])
@@ -332,7 +332,7 @@ def pld_privacy_profile(
     check.finite(eps_grid=eps_grid)
     check.positive(eps_error=eps_error)
     total = sum(p.steps for p in _parts(spec))
-    prof = pld_profile(spec, h=_auto_h(total, eps_error), delta_error=delta_error, device=eps_grid.device)
+    prof = pld_profile(spec, h=0.35 * _auto_h(total, eps_error), delta_error=delta_error, device=eps_grid.device)
     flat = eps_grid.to(torch.float64).reshape(-1)
     return prof.delta_upper(flat).reshape(eps_grid.shape)
 
