@@ -40,6 +40,9 @@ __all__ = [
 Spec = DPSGD | Composed
 MAX_POINTS = 1 << 20
 MAX_STEP_POINTS = 1 << 16
+MAX_SPACING = 1.0
+"""Coarsest lattice spacing h; a step whose loss range needs more is left to RDP (UnsupportedError)."""
+MAX_SIGMA = 1e100
 """Lattice points of one discretised step; beyond it h is coarsened (the bracket widens, still sound)."""
 
 
@@ -49,6 +52,17 @@ def _parts(spec: Spec) -> tuple[DPSGD, ...]:
     if isinstance(spec, Composed):
         return spec.parts
     raise InputTypeError(f"spec must be accountants.DPSGD or accountants.Composed; got {type(spec).__name__}")
+
+
+def _limits(spec: Spec) -> None:
+    """Float64 limits of the PLD lattice (UnsupportedError naming the parameter; the method then
+    answers with the RDP bound, labelled): σ above MAX_SIGMA makes σ² overflow and every loss 0."""
+    for p in _parts(spec):
+        if p.noise_multiplier > MAX_SIGMA:
+            raise UnsupportedError(
+                f"pld: noise_multiplier={p.noise_multiplier:g} is above {MAX_SIGMA:g}, where the per-step privacy "
+                "loss underflows float64; use method='rdp'"
+            )
 
 
 def _unsupported(spec: Spec) -> str | None:
@@ -64,6 +78,7 @@ def _directions(spec: Spec) -> tuple[dict[str, list[tuple[MixturePair, int]]], s
     reason = _unsupported(spec)
     if reason is not None:
         raise UnsupportedError(reason)
+    _limits(spec)
     parts = [(step_pairs(p), p.steps) for p in _parts(spec)]
     theorem = "; ".join(dict.fromkeys(sp.theorem for sp, _ in parts))
     remove = [(sp.remove, t) for sp, t in parts]
@@ -133,12 +148,13 @@ def _gaussian_mu(spec: Spec) -> tuple[float, str] | None:
     parts = [(step_pairs(p), p.steps) for p in _parts(spec)]
     if not parts or not all(isinstance(sp.remove, GaussianShift) for sp, _ in parts):
         return None
-    terms = [t * (sp.remove.shift / sp.remove.sigma) ** 2 if sp.remove.sigma > 0 else math.inf
-                     for sp, t in parts]
-    try:
-        mu = math.sqrt(math.fsum(terms))
-    except OverflowError:
-        mu = math.inf
+    # μ² = Σ T_i (s_i/σ_i)², in logs: (s/σ)² over- or underflows for σ near 1e±160.
+    logs = [math.log(t) + 2.0 * (math.log(sp.remove.shift) - math.log(sp.remove.sigma)) for sp, t in parts if t > 0]
+    if not logs:
+        return None
+    top = max(logs)
+    half_log = 0.5 * (top + math.log(math.fsum(math.exp(v - top) for v in logs)))
+    mu = math.exp(half_log) if half_log < 700.0 else math.inf
     theorem = "; ".join(dict.fromkeys(sp.theorem for sp, _ in parts))
     return mu, theorem + "; composed exactly as mu-GDP (Dong-Roth-Su 2022 Cor. 3.3, profile Balle-Wang 2018 Thm 8)"
 
@@ -203,6 +219,11 @@ def pld_profile(
             f"span {span}); use method='rdp'"
         )
     h = max(h, span / MAX_STEP_POINTS)
+    if h > MAX_SPACING:
+        raise UnsupportedError(
+            f"pld: one step's privacy loss spans {span:.3g} (noise multiplier too small), which needs a lattice "
+            f"spacing h={h:.3g} > {MAX_SPACING}; use method='rdp'"
+        )
     need = 0
     for _ in range(8):
         disc = {name: [(discretise(pair, h, tail, dev), t) for pair, t in parts] for name, parts in dirs.items()}
@@ -253,7 +274,10 @@ def pld_epsilon_bracket(
     gauss = _gaussian_mu(spec)
     if gauss is not None:        # exact: no lattice, no FFT round-off floor
         mu, theorem = gauss
-        lo, up = gdp_epsilon_bracket(delta, mu) if math.isfinite(mu) else (0.0, math.inf)
+        if mu < 1e-300 and mu <= delta:     # δ(0) = 2Φ(μ/2) − 1 ≤ μ/√(2π) ≤ δ: ε = 0 (σ ≳ 1e300)
+            lo, up = 0.0, 0.0
+        else:
+            lo, up = gdp_epsilon_bracket(delta, mu) if math.isfinite(mu) else (0.0, math.inf)
         return PLDBracket(lo, up, 0.0, 0, theorem)
     total = sum(p.steps for p in _parts(spec))
     h = _auto_h(total, eps_error)
@@ -294,7 +318,7 @@ def pld_delta_bracket(
     check.finite(epsilon=epsilon)
     check.positive(eps_error=eps_error)
     gauss = _gaussian_mu(spec)
-    if gauss is not None and gauss[0] <= 1e6:     # exact μ-GDP profile (see pld_epsilon_bracket)
+    if gauss is not None and 1e-300 <= gauss[0] <= 1e6:     # exact μ-GDP profile (see pld_epsilon_bracket)
         lo, up = gdp_delta_bracket(float(epsilon), gauss[0])
         return PLDBracket(lo, up, 0.0, 0, gauss[1])
     total = sum(p.steps for p in _parts(spec))
@@ -359,8 +383,15 @@ class PLDMethod:
         check.in_range(0.0, 1.0, closed="neither", delta=delta)
         if not _parts(spec):
             return EpsilonBound(0.0, float(delta), method=self.name, lower=0.0, theorem="empty composition")
-        b = pld_epsilon_bracket(spec, float(delta), eps_error=self.eps_error)
-        upper, theorem, source = _intersect_rdp(b, _rdp_fallback(spec, lambda m: m.epsilon(spec, float(delta))))
+        rdp = _rdp_fallback(spec, lambda m: m.epsilon(spec, float(delta)))
+        try:
+            b = pld_epsilon_bracket(spec, float(delta), eps_error=self.eps_error)
+        except UnsupportedError as e:
+            if rdp is None:
+                raise
+            return EpsilonBound(rdp.value, float(delta), method=self.name, lower=0.0,
+                                theorem=_fallback_theorem(e, rdp), upper_source="rdp")
+        upper, theorem, source = _intersect_rdp(b, rdp)
         return EpsilonBound(upper, float(delta), method=self.name, lower=b.lower, theorem=theorem,
                             upper_source=source)
 
@@ -369,10 +400,22 @@ class PLDMethod:
         check.finite(epsilon=epsilon)
         if not _parts(spec):
             return DeltaBound(0.0, float(epsilon), method=self.name, lower=0.0, theorem="empty composition")
-        b = pld_delta_bracket(spec, float(epsilon), eps_error=self.eps_error)
-        upper, theorem, source = _intersect_rdp(b, _rdp_fallback(spec, lambda m: m.delta(spec, float(epsilon))))
+        rdp = _rdp_fallback(spec, lambda m: m.delta(spec, float(epsilon)))
+        try:
+            b = pld_delta_bracket(spec, float(epsilon), eps_error=self.eps_error)
+        except UnsupportedError as e:
+            if rdp is None:
+                raise
+            return DeltaBound(rdp.value, float(epsilon), method=self.name, lower=0.0,
+                              theorem=_fallback_theorem(e, rdp), upper_source="rdp")
+        upper, theorem, source = _intersect_rdp(b, rdp)
         return DeltaBound(upper, float(epsilon), method=self.name, lower=b.lower, theorem=theorem,
                           upper_source=source)
+
+
+def _fallback_theorem(err: Exception, rdp) -> str:
+    """The theorem line of a PLD answer that fell back to RDP: says so, and why."""
+    return f"FALLBACK to the RDP bound ({rdp.theorem}): the PLD accountant cannot answer here ({err})"
 
 
 def _intersect_rdp(bracket, rdp) -> tuple[float, str, str | None]:

@@ -1,0 +1,329 @@
+"""Differential battery of the PLD accountant against peers and exact values (issue 22).
+
+Every configuration is one Poisson DP-SGD run (σ, q, T, δ, relation). dpaudit's answer is
+``accountants.epsilon(spec, δ, method="pld")``: an upper end ``value`` and a certified ``lower``.
+It is compared with
+
+* dp_accounting (PLD, pessimistic connect-the-dots estimate; RDP) — upper estimates;
+* prv_accountant (add/remove) — a certified bracket [lower, upper] under its own error model;
+* Opacus' RDP accountant (add/remove) — an upper bound;
+* at q = 1, the exact ε(δ) of the Gaussian mechanism composed T times, which is μ-GDP with
+  μ = s·√T/σ (s = 1 add/remove, 2 replace-one) and δ(ε) = Φ(μ/2 − ε/μ) − e^ε Φ(−μ/2 − ε/μ)
+  (Balle & Wang 2018 Thm 8), solved by 50-digit bisection in mpmath (independent of dpaudit).
+
+Counted: *unsound* — our upper below a certified lower end (prv's, or the exact value), or our
+lower above any peer's upper end or the exact value (must be 0); *fallbacks* — the PLD bracket's
+upper end infinite (the answer is the RDP bound) or PLD unsupported; *rdp_tighter* — the RDP
+bound beat a finite PLD upper end; *looseness* — our upper / the tightest peer upper, quantiles.
+
+Usage::
+
+    python benchmarks/bench_differential.py [--n 560] [--seed 0] [--out FILE.jsonl]
+
+The random configurations draw σ log-uniform in [0.3, 20], q log-uniform in [1e-6, 0.9] (q = 1
+with probability 0.1), T log-uniform in [1, 1e6], δ log-uniform in [1e-12, 1e-2], relation
+add/remove or replace-one with probability ½; the corners are the product of the extremes plus
+the named cases of issues 22/23. To bound the run time on a loaded machine, prv_accountant is
+asked only for T ≤ ``--prv-max-steps``, every peer call is cut at ``--timeout`` seconds
+(no figure then), and dp_accounting's PLD runs at its default
+value_discretization_interval 1e-4 for T ≤ 1e3 and 1e-3 above (a looser, faster estimate).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import signal
+import time
+import warnings
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+import accountants as acc
+from accountants.pld import pld_epsilon_bracket
+
+
+@dataclass(frozen=True)
+class Config:
+    sigma: float
+    q: float
+    steps: int
+    delta: float
+    relation: str        # "add-remove" | "replace-one"
+    name: str = ""
+
+    def spec(self) -> acc.DPSGD:
+        return acc.DPSGD(self.sigma, acc.Poisson(self.q), self.steps, neighbouring=self.relation)
+
+
+NAMED = [
+    Config(0.5, 0.5, 10**6, 1e-12, "add-remove", "issue22: lower end was 1.797e308"),
+    Config(0.449, 2.1e-6, 1210, 1e-5, "add-remove", "issue22: 1003x dp_accounting"),
+    Config(0.3, 1e-6, 10**6, 1e-12, "replace-one", "issue22: 3.6e5x replace-one"),
+    Config(0.63, 0.0044, 100_000, 1e-8, "add-remove", "issue23: held-out long composition"),
+    Config(3.20956502598 / 6, 0.001, 25, 1e-5, "add-remove", "dp_accounting calibration case"),
+    Config(1.0, 0.01, 10**6, 1e-5, "add-remove", "issue28: T = 1e6"),
+]
+
+
+def random_configs(n: int, seed: int) -> list[Config]:
+    """``n`` seeded random configurations (see the module docstring for the laws)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        sigma = float(math.exp(rng.uniform(math.log(0.3), math.log(20.0))))
+        q = 1.0 if rng.uniform() < 0.1 else float(math.exp(rng.uniform(math.log(1e-6), math.log(0.9))))
+        steps = max(1, int(math.exp(rng.uniform(0.0, math.log(1e6)))))
+        delta = float(math.exp(rng.uniform(math.log(1e-12), math.log(1e-2))))
+        rel = "add-remove" if rng.uniform() < 0.5 else "replace-one"
+        out.append(Config(sigma, q, steps, delta, rel))
+    return out
+
+
+def corner_configs() -> list[Config]:
+    """The product of the extremes of every axis, plus :data:`NAMED`."""
+    out = list(NAMED)
+    for sigma in (0.3, 20.0):
+        for q in (1e-6, 0.9, 1.0):
+            for steps in (1, 10**6):
+                for delta in (1e-12, 1e-2):
+                    for rel in ("add-remove", "replace-one"):
+                        out.append(Config(sigma, q, steps, delta, rel, "corner"))
+    return out
+
+
+class _Timeout(Exception):
+    pass
+
+
+def _with_timeout(seconds: float, fn, *args):
+    """fn(*args), or None after ``seconds`` (SIGALRM; main thread only) or on a peer's error."""
+    def _raise(*_):
+        raise _Timeout
+
+    old = signal.signal(signal.SIGALRM, _raise)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return fn(*args)
+    except _Timeout:
+        return None
+    except Exception:       # a peer that refuses or fails gives no figure
+        return None
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
+# ---- peers --------------------------------------------------------------------------------------
+def exact_gaussian_epsilon(mu: float, delta: float) -> float:
+    """ε(δ) of μ-GDP by 50-digit bisection (Balle & Wang 2018 Thm 8), to 1e-15 relative."""
+    import mpmath as mp
+
+    with mp.workdps(50):
+        m, d = mp.mpf(mu), mp.mpf(delta)
+
+        def dl(e):
+            return mp.ncdf(m / 2 - e / m) - mp.exp(e) * mp.ncdf(-m / 2 - e / m)
+
+        if dl(mp.mpf(0)) <= d:
+            return 0.0
+        lo, hi = mp.mpf(0), m * m / 2 + 10 * m + 1
+        while dl(hi) > d:
+            lo, hi = hi, 2 * hi
+        for _ in range(300):
+            mid = (lo + hi) / 2
+            if dl(mid) > d:
+                lo = mid
+            else:
+                hi = mid
+            if hi - lo <= mp.mpf(10) ** -16 * hi:
+                break
+        return float((lo + hi) / 2)
+
+
+def dpa_pld(c: Config) -> float:
+    import dp_accounting as dpa
+
+    rel = (dpa.NeighboringRelation.ADD_OR_REMOVE_ONE if c.relation == "add-remove"
+           else dpa.NeighboringRelation.REPLACE_ONE)
+    ev = dpa.SelfComposedDpEvent(dpa.PoissonSampledDpEvent(c.q, dpa.GaussianDpEvent(c.sigma)), c.steps)
+    vdi = 1e-4 if c.steps <= 1_000 else 1e-3
+    return float(dpa.pld.PLDAccountant(rel, value_discretization_interval=vdi).compose(ev).get_epsilon(c.delta))
+
+
+def dpa_rdp(c: Config) -> float | None:
+    import dp_accounting as dpa
+
+    if c.relation != "add-remove":
+        return None
+    ev = dpa.SelfComposedDpEvent(dpa.PoissonSampledDpEvent(c.q, dpa.GaussianDpEvent(c.sigma)), c.steps)
+    return float(dpa.rdp.RdpAccountant().compose(ev).get_epsilon(c.delta))
+
+
+def opacus_rdp(c: Config) -> float | None:
+    from opacus.accountants.analysis import rdp as ordp
+
+    if c.relation != "add-remove":
+        return None
+    orders = [1 + x / 10.0 for x in range(1, 100)] + list(range(12, 64)) + [128, 256, 512, 1024]
+    r = ordp.compute_rdp(q=c.q, noise_multiplier=c.sigma, steps=c.steps, orders=orders)
+    eps, _ = ordp.get_privacy_spent(orders=orders, rdp=r, delta=c.delta)
+    return float(eps)
+
+
+def prv(c: Config) -> tuple[float, float] | None:
+    from prv_accountant import PoissonSubsampledGaussianMechanism, PRVAccountant
+
+    if c.relation != "add-remove":
+        return None
+    m = PoissonSubsampledGaussianMechanism(noise_multiplier=c.sigma, sampling_probability=c.q)
+    a = PRVAccountant(prvs=[m], max_self_compositions=[c.steps], eps_error=0.01, delta_error=c.delta / 1000)
+    lo, _, up = a.compute_epsilon(delta=c.delta, num_self_compositions=[c.steps])
+    return float(lo), float(up)
+
+
+# ---- one configuration --------------------------------------------------------------------------
+@dataclass
+class Row:
+    config: Config
+    upper: float
+    lower: float
+    pld_upper: float          # the PLD bracket's own upper end (inf: fallback to RDP)
+    upper_source: str | None
+    error: str | None
+    seconds: float
+    peers: dict[str, float] = field(default_factory=dict)        # upper ends/estimates
+    certified_lower: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def fallback(self) -> bool:
+        return self.error is not None or not math.isfinite(self.pld_upper)
+
+    @property
+    def tightest(self) -> float:
+        vals = [v for v in self.peers.values() if v is not None and math.isfinite(v)]
+        return min(vals) if vals else math.nan
+
+    @property
+    def looseness(self) -> float:
+        t = self.tightest
+        if not math.isfinite(t) or not math.isfinite(self.upper):
+            return math.nan
+        if t <= 1e-9:
+            return 1.0 if self.upper <= 1e-6 else math.inf
+        return self.upper / t
+
+    def unsound(self) -> list[str]:
+        """Violations: our upper below a certified lower end, our lower above a peer's upper."""
+        out = []
+        for name, lo in self.certified_lower.items():
+            if self.upper < lo:
+                out.append(f"upper {self.upper!r} < {name} certified lower {lo!r}")
+        for name, up in self.peers.items():
+            if up is not None and self.lower > up:
+                out.append(f"lower {self.lower!r} > {name} upper {up!r}")
+        return out
+
+
+def run_ours(c: Config) -> tuple[float, float, float, str | None, str | None, float]:
+    t0 = time.perf_counter()
+    try:
+        b = acc.epsilon(c.spec(), c.delta, method="pld")
+        try:
+            pld_up = pld_epsilon_bracket(c.spec(), c.delta).upper if b.upper_source == "rdp" else b.value
+        except Exception:                              # the PLD bracket itself failed: RDP answered
+            pld_up = math.inf
+        return b.value, float(b.lower or 0.0), pld_up, b.upper_source, None, time.perf_counter() - t0
+    except Exception as e:  # recorded and counted as a fallback
+        return math.inf, 0.0, math.inf, None, f"{type(e).__name__}: {e}", time.perf_counter() - t0
+
+
+def evaluate(c: Config, *, peers: bool = True, prv_max_steps: int = 10_000, timeout: float = 10.0) -> Row:
+    """Our answer and the peers' for one configuration."""
+    up, lo, pld_up, src, err, dt = run_ours(c)
+    row = Row(c, up, lo, pld_up, src, err, dt)
+    if c.q >= 1.0:
+        s = 1.0 if c.relation == "add-remove" else 2.0
+        ex = exact_gaussian_epsilon(s * math.sqrt(c.steps) / c.sigma, c.delta)
+        row.peers["exact"] = ex
+        row.certified_lower["exact"] = ex
+    if not peers:
+        return row
+    if c.q < 1.0:           # at q = 1 the exact value is the reference; dp_accounting's PLD adds nothing
+        row.peers["dp_accounting_pld"] = _with_timeout(timeout, dpa_pld, c)
+    row.peers["dp_accounting_rdp"] = _with_timeout(timeout, dpa_rdp, c)
+    row.peers["opacus_rdp"] = _with_timeout(timeout, opacus_rdp, c)
+    if c.steps <= prv_max_steps and c.q < 1.0:
+        b = _with_timeout(timeout, prv, c)
+        if b is not None and all(math.isfinite(v) for v in b):
+            row.peers["prv"] = b[1]
+            row.certified_lower["prv"] = b[0]
+    # ε ≥ 0: a peer's slightly negative end (prv at ε ≈ 0) is read as 0.
+    row.peers = {k: max(0.0, v) for k, v in row.peers.items() if v is not None and not math.isnan(v)}
+    row.certified_lower = {k: max(0.0, v) for k, v in row.certified_lower.items()}
+    return row
+
+
+# ---- summary ------------------------------------------------------------------------------------
+def summarise(rows: list[Row]) -> dict[str, object]:
+    """Counts and looseness quantiles of a battery (the figures the issue asks for)."""
+    unsound = [(r.config, u) for r in rows for u in r.unsound()]
+    loose = np.array([r.looseness for r in rows if math.isfinite(r.looseness)])
+    finite_peer = [r for r in rows if math.isfinite(r.tightest)]
+    return {
+        "configs": len(rows),
+        "unsound": len(unsound),
+        "unsound_detail": [f"{asdict(c)}: {u}" for c, u in unsound[:20]],
+        "fallback_to_rdp": sum(r.fallback for r in rows),
+        "errors": sum(r.error is not None for r in rows),
+        "rdp_tighter_than_pld": sum(r.upper_source == "rdp" and math.isfinite(r.pld_upper) for r in rows),
+        "lower_zero_where_peer_above_0.01": sum(r.lower == 0.0 and r.tightest > 0.01 for r in finite_peer),
+        "with_peer": len(finite_peer),
+        "within_1.2x": int((loose <= 1.2).sum()),
+        "above_1.2x": int((loose > 1.2).sum()),
+        "looseness_quantiles": ({str(p): float(np.quantile(loose, p)) for p in (0.5, 0.9, 0.99, 1.0)}
+                                if loose.size else {}),
+        "worst": sorted(((r.looseness, asdict(r.config)) for r in rows if math.isfinite(r.looseness)),
+                        key=lambda x: -x[0])[:5],
+        "seconds_ours": float(sum(r.seconds for r in rows)),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", type=int, default=560, help="random configurations (corners come on top)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--prv-max-steps", type=int, default=10_000)
+    ap.add_argument("--timeout", type=float, default=10.0, help="seconds per peer call (then no figure)")
+    ap.add_argument("--out", default=None, help="write one JSON line per configuration")
+    args = ap.parse_args(argv)
+    configs = corner_configs() + random_configs(args.n, args.seed)
+    rows = []
+    t0 = time.perf_counter()
+    sink = open(args.out, "w") if args.out else None
+    try:
+        for i, c in enumerate(configs):
+            r = evaluate(c, prv_max_steps=args.prv_max_steps, timeout=args.timeout)
+            rows.append(r)
+            if sink:
+                sink.write(json.dumps({**asdict(r), "looseness": r.looseness, "unsound": r.unsound()},
+                                      default=str) + "\n")
+                sink.flush()
+            if r.unsound() or r.fallback or r.looseness > 1.2:
+                print(f"[{i}] {asdict(c)} ours=[{r.lower:.6g}, {r.upper:.6g}] src={r.upper_source} "
+                      f"err={r.error} peers={r.peers} unsound={r.unsound()}", flush=True)
+    finally:
+        if sink:
+            sink.close()
+    s = summarise(rows)
+    print(json.dumps(s, indent=1, default=str))
+    print(f"wall {time.perf_counter() - t0:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
