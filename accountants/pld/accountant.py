@@ -15,6 +15,7 @@ import math
 import warnings
 from dataclasses import dataclass, field
 
+import mpmath
 import torch
 from torch import Tensor
 
@@ -148,15 +149,31 @@ def _gaussian_mu(spec: Spec) -> tuple[float, str] | None:
     parts = [(step_pairs(p), p.steps) for p in _parts(spec)]
     if not parts or not all(isinstance(sp.remove, GaussianShift) for sp, _ in parts):
         return None
-    # μ² = Σ T_i (s_i/σ_i)², in logs: (s/σ)² over- or underflows for σ near 1e±160.
-    logs = [math.log(t) + 2.0 * (math.log(sp.remove.shift) - math.log(sp.remove.sigma)) for sp, t in parts if t > 0]
-    if not logs:
+    # μ = √(Σ T_i (s_i/σ_i)²) in 30-digit mpmath (no over- or underflow at σ near 1e±300), then
+    # rounded to float64: within one unit in the last place, far inside _MU_REL.
+    terms = [(t, sp.remove.shift, sp.remove.sigma) for sp, t in parts if t > 0]
+    if not terms:
         return None
-    top = max(logs)
-    half_log = 0.5 * (top + math.log(math.fsum(math.exp(v - top) for v in logs)))
-    mu = math.exp(half_log) if half_log < 700.0 else math.inf
+    with mpmath.workdps(30):
+        mu_mp = mpmath.sqrt(mpmath.fsum(mpmath.mpf(t) * (mpmath.mpf(s) / mpmath.mpf(sg)) ** 2 for t, s, sg in terms))
+        mu = float(mu_mp) if mu_mp < mpmath.mpf("1e300") else math.inf
     theorem = "; ".join(dict.fromkeys(sp.theorem for sp, _ in parts))
     return mu, theorem + "; composed exactly as mu-GDP (Dong-Roth-Su 2022 Cor. 3.3, profile Balle-Wang 2018 Thm 8)"
+
+
+_MU_REL = 1e-14
+"""Relative error allowed for the float64 μ = √(Σ T s²/σ²) (a few roundings of ≤ 2⁻⁵³ each)."""
+
+
+def _gdp_bracket(fn, x: float, mu: float) -> tuple[float, float]:
+    """A μ-GDP bracket (ε at δ, or δ at ε: both increase with μ) that also covers the rounding of
+    μ: the lower end at μ(1 − 1e-14), the upper end at μ(1 + 1e-14)."""
+    if not math.isfinite(mu):
+        return 0.0, math.inf
+    lo = fn(x, mu * (1.0 - _MU_REL))[0]
+    mu_up = mu * (1.0 + _MU_REL)
+    up = fn(x, mu_up)[1] if mu_up <= 1e6 else math.inf
+    return lo, up
 
 
 def _check_order(lower: float, upper: float) -> None:
@@ -277,7 +294,7 @@ def pld_epsilon_bracket(
         if mu < 1e-300 and mu <= delta:     # δ(0) = 2Φ(μ/2) − 1 ≤ μ/√(2π) ≤ δ: ε = 0 (σ ≳ 1e300)
             lo, up = 0.0, 0.0
         else:
-            lo, up = gdp_epsilon_bracket(delta, mu) if math.isfinite(mu) else (0.0, math.inf)
+            lo, up = _gdp_bracket(gdp_epsilon_bracket, delta, mu)
         return PLDBracket(lo, up, 0.0, 0, theorem)
     total = sum(p.steps for p in _parts(spec))
     h = _auto_h(total, eps_error)
@@ -319,7 +336,7 @@ def pld_delta_bracket(
     check.positive(eps_error=eps_error)
     gauss = _gaussian_mu(spec)
     if gauss is not None and 1e-300 <= gauss[0] <= 1e6:     # exact μ-GDP profile (see pld_epsilon_bracket)
-        lo, up = gdp_delta_bracket(float(epsilon), gauss[0])
+        lo, up = _gdp_bracket(gdp_delta_bracket, float(epsilon), gauss[0])
         return PLDBracket(lo, up, 0.0, 0, gauss[1])
     total = sum(p.steps for p in _parts(spec))
     prof = pld_profile(spec, h=0.35 * _auto_h(total, eps_error), delta_error=delta_error, device=device,
