@@ -98,6 +98,13 @@ class _Timeout(Exception):
     pass
 
 
+def _timed(row: Row, name: str, seconds: float, fn, c: Config):
+    t0 = time.perf_counter()
+    out = _with_timeout(seconds, fn, c)
+    row.peer_seconds[name] = time.perf_counter() - t0
+    return out
+
+
 def _with_timeout(seconds: float, fn, *args):
     """fn(*args), or None after ``seconds`` (SIGALRM; main thread only) or on a peer's error."""
     def _raise(*_):
@@ -198,6 +205,7 @@ class Row:
     error: str | None
     seconds: float
     peers: dict[str, float] = field(default_factory=dict)        # upper ends/estimates
+    peer_seconds: dict[str, float] = field(default_factory=dict)
     certified_lower: dict[str, float] = field(default_factory=dict)
 
     @property
@@ -255,11 +263,11 @@ def evaluate(c: Config, *, peers: bool = True, prv_max_steps: int = 10_000, time
     if not peers:
         return row
     if c.q < 1.0:           # at q = 1 the exact value is the reference; dp_accounting's PLD adds nothing
-        row.peers["dp_accounting_pld"] = _with_timeout(timeout, dpa_pld, c)
-    row.peers["dp_accounting_rdp"] = _with_timeout(timeout, dpa_rdp, c)
-    row.peers["opacus_rdp"] = _with_timeout(timeout, opacus_rdp, c)
+        row.peers["dp_accounting_pld"] = _timed(row, "dp_accounting_pld", timeout, dpa_pld, c)
+    row.peers["dp_accounting_rdp"] = _timed(row, "dp_accounting_rdp", timeout, dpa_rdp, c)
+    row.peers["opacus_rdp"] = _timed(row, "opacus_rdp", timeout, opacus_rdp, c)
     if c.steps <= prv_max_steps and c.q < 1.0:
-        b = _with_timeout(timeout, prv, c)
+        b = _timed(row, "prv", timeout, prv, c)
         if b is not None and all(math.isfinite(v) for v in b):
             row.peers["prv"] = b[1]
             row.certified_lower["prv"] = b[0]
@@ -301,8 +309,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--prv-max-steps", type=int, default=10_000)
     ap.add_argument("--timeout", type=float, default=10.0, help="seconds per peer call (then no figure)")
     ap.add_argument("--out", default=None, help="write one JSON line per configuration")
+    ap.add_argument("--shard", default="0/1", help="i/k: run every k-th configuration from the i-th")
     args = ap.parse_args(argv)
     configs = corner_configs() + random_configs(args.n, args.seed)
+    i_shard, k_shard = (int(v) for v in args.shard.split("/"))
+    configs = configs[i_shard::k_shard]
     rows = []
     t0 = time.perf_counter()
     sink = open(args.out, "w") if args.out else None
