@@ -500,7 +500,7 @@ def compose(steps: list[tuple[DiscreteStep, int]], gamma: float, win: Window | N
     s = (k_a + torch.arange(n, dtype=torch.float64, device=device)) * h
     big_s = scale.tolist()
     rel = (-math.expm1(-total * math.log1p(-kappa))
-           + 8.0 * _gamma(n) + 8.0 * _U * (2.0 + max(abs(v) for v in big_s) + abs(tilt) * float(s.abs().max())))
+           + 8.0 * _gamma(n) + 8.0 * _U * (750.0 + max(abs(v) for v in big_s) + abs(tilt) * float(s.abs().max())))
     log_r = [math.log(v + 1e-300) for v in r_fft]                      # + 1e-300: underflowed rows
     log_w = _log_weights(tilt, s, h)                                   # log W_i
     log_wq = _log_weights(1.0 + tilt, s, h)
