@@ -302,6 +302,15 @@ def summarise(rows: list[Row]) -> dict[str, object]:
     }
 
 
+def _row_from_json(line: str) -> Row:
+    d = json.loads(line)
+    num = {k: float(d[k]) for k in ("upper", "lower", "pld_upper", "seconds")}
+    return Row(Config(**d["config"]), num["upper"], num["lower"], num["pld_upper"], d["upper_source"], d["error"],
+               num["seconds"], {k: float(v) for k, v in d["peers"].items()},
+               {k: float(v) for k, v in d.get("peer_seconds", {}).items()},
+               {k: float(v) for k, v in d["certified_lower"].items()})
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=560, help="random configurations (corners come on top)")
@@ -310,7 +319,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=10.0, help="seconds per peer call (then no figure)")
     ap.add_argument("--out", default=None, help="write one JSON line per configuration")
     ap.add_argument("--shard", default="0/1", help="i/k: run every k-th configuration from the i-th")
+    ap.add_argument("--summarise", nargs="+", default=None, metavar="FILE.jsonl",
+                    help="only summarise the rows of earlier --out files (e.g. the shards of one run)")
     args = ap.parse_args(argv)
+    if args.summarise:
+        rows = [_row_from_json(line) for f in args.summarise for line in open(f) if line.strip()]
+        print(json.dumps(summarise(rows), indent=1, default=str))
+        return 0
     configs = corner_configs() + random_configs(args.n, args.seed)
     i_shard, k_shard = (int(v) for v in args.shard.split("/"))
     configs = configs[i_shard::k_shard]

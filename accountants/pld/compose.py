@@ -340,13 +340,13 @@ def _lambda_grid(rows: list[_Rows], log_inv_gamma: float) -> Tensor:
     return 2.0 ** torch.linspace(-12.0, math.log2(top), n, dtype=torch.float64, device=rows[0].rows.device)
 
 
-def _log_mgf(rows: list[_Rows], lam: Tensor) -> Tensor:
+def _log_mgf(rows: list[_Rows], lam: Tensor, only: int | None = None) -> Tensor:
     """K(λ) = Σ_i T_i log Σ_k a_{i,k} e^{λ l_k} of the three composed measures, (3, len(λ)): the
     exact cumulant generating function of the composed discrete measures (sub- or
     super-probability measures included; log 0 = −inf entries drop out)."""
-    out = torch.zeros(3, lam.numel(), dtype=torch.float64, device=lam.device)
+    out = torch.zeros(3 if only is None else 1, lam.numel(), dtype=torch.float64, device=lam.device)
     for r in rows:
-        logp = torch.log(r.rows)
+        logp = torch.log(r.rows if only is None else r.rows[only : only + 1])
         for j in range(0, lam.numel(), 16):                               # bounded memory
             lj = lam[j : j + 16]
             out[:, j : j + 16] += r.t * torch.logsumexp(logp[:, None, :] + lj[None, :, None] * r.l, dim=2)
@@ -391,7 +391,7 @@ def chernoff_tilt(steps: list[tuple[DiscreteStep, int]], *, delta: float | None 
     (B = e^{K(λ) − λε}). A choice only: any λ gives a certified bracket."""
     rows, _, _ = _tilted(steps, 0.0)
     lam = _lambda_grid(rows, math.log(1.0 / (delta if delta is not None else 1e-10)))
-    k = _log_mgf(rows, lam)[0]
+    k = _log_mgf(rows, lam, only=0)[0]
     if delta is not None:
         score = ((k + math.log(1.0 / delta)) / lam).nan_to_num(nan=math.inf)
     else:
