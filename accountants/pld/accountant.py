@@ -3,10 +3,12 @@
 Direction and accuracy. Every function returns a certified bracket lower ≤ true ≤ upper (module
 :mod:`.compose`); the public single-number results are the *upper* ends. Both ends are off by
 O(T·h²) (connect-the-dots above, a threshold test below), so ``eps_error`` sets the first lattice
-spacing to h = √(0.8·eps_error / T); ε brackets are then refined (h ← h·√(0.8·eps_error/width))
-until upper − lower ≤ eps_error, while the FFT stays below ``max_points`` (beyond that the wider
-bracket is returned: still sound). ``delta_error`` is the δ budget for the truncated tails and
-the FFT window (each ≤ delta_error/10).
+spacing to h = 2√(0.8·eps_error / T) (δ queries, not refined: 0.35 of that); ε brackets are then
+refined (h ← h·√(0.8·eps_error/width)) until upper − lower ≤ eps_error, while the FFT stays below
+``max_points`` (beyond that the wider bracket is returned: still sound). ``delta_error`` is the δ
+budget for the truncated tails and the FFT window (each ≤ delta_error/10). Single queries are
+composed under the Chernoff-optimal exponential tilt (:func:`.compose.chernoff_tilt`), so the
+float64 round-off is relative to the tail near the answer (docs/dominating-pairs.md §6).
 """
 
 from __future__ import annotations
