@@ -3,10 +3,12 @@
 Direction and accuracy. Every function returns a certified bracket lower ≤ true ≤ upper (module
 :mod:`.compose`); the public single-number results are the *upper* ends. Both ends are off by
 O(T·h²) (connect-the-dots above, a threshold test below), so ``eps_error`` sets the first lattice
-spacing to h = √(0.8·eps_error / T); ε brackets are then refined (h ← h·√(0.8·eps_error/width))
-until upper − lower ≤ eps_error, while the FFT stays below ``max_points`` (beyond that the wider
-bracket is returned: still sound). ``delta_error`` is the δ budget for the truncated tails and
-the FFT window (each ≤ delta_error/10).
+spacing to h = 2√(0.8·eps_error / T) (δ queries, not refined: 0.35 of that); ε brackets are then
+refined (h ← h·√(0.8·eps_error/width)) until upper − lower ≤ eps_error, while the FFT stays below
+``max_points`` (beyond that the wider bracket is returned: still sound). ``delta_error`` is the δ
+budget for the truncated tails and the FFT window (each ≤ delta_error/10). Single queries are
+composed under the Chernoff-optimal exponential tilt (:func:`.compose.chernoff_tilt`), so the
+float64 round-off is relative to the tail near the answer (docs/dominating-pairs.md §6).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import math
 import warnings
 from dataclasses import dataclass, field
 
+import mpmath
 import torch
 from torch import Tensor
 
@@ -22,7 +25,7 @@ from .. import _validate as check
 from .._validate import InputError, InputTypeError, UnsupportedError
 from ..events import DPSGD, Composed
 from ..results import DeltaBound, EpsilonBound
-from .compose import ComposedPLD, compose, fast_length, window
+from .compose import ComposedPLD, chernoff_tilt, compose, fast_length, window
 from .discretise import discretise
 from .gaussian import gdp_delta_bracket, gdp_epsilon_bracket
 from .pairs import GaussianShift, MixturePair, step_pairs, unsupported_reason
@@ -40,6 +43,9 @@ __all__ = [
 Spec = DPSGD | Composed
 MAX_POINTS = 1 << 20
 MAX_STEP_POINTS = 1 << 16
+MAX_SPACING = 1.0
+"""Coarsest lattice spacing h; a step whose loss range needs more is left to RDP (UnsupportedError)."""
+MAX_SIGMA = 1e100
 """Lattice points of one discretised step; beyond it h is coarsened (the bracket widens, still sound)."""
 
 
@@ -49,6 +55,17 @@ def _parts(spec: Spec) -> tuple[DPSGD, ...]:
     if isinstance(spec, Composed):
         return spec.parts
     raise InputTypeError(f"spec must be accountants.DPSGD or accountants.Composed; got {type(spec).__name__}")
+
+
+def _limits(spec: Spec) -> None:
+    """Float64 limits of the PLD lattice (UnsupportedError naming the parameter; the method then
+    answers with the RDP bound, labelled): σ above MAX_SIGMA makes σ² overflow and every loss 0."""
+    for p in _parts(spec):
+        if p.noise_multiplier > MAX_SIGMA:
+            raise UnsupportedError(
+                f"pld: noise_multiplier={p.noise_multiplier:g} is above {MAX_SIGMA:g}, where the per-step privacy "
+                "loss underflows float64; use method='rdp'"
+            )
 
 
 def _unsupported(spec: Spec) -> str | None:
@@ -64,6 +81,7 @@ def _directions(spec: Spec) -> tuple[dict[str, list[tuple[MixturePair, int]]], s
     reason = _unsupported(spec)
     if reason is not None:
         raise UnsupportedError(reason)
+    _limits(spec)
     parts = [(step_pairs(p), p.steps) for p in _parts(spec)]
     theorem = "; ".join(dict.fromkeys(sp.theorem for sp, _ in parts))
     remove = [(sp.remove, t) for sp, t in parts]
@@ -133,14 +151,37 @@ def _gaussian_mu(spec: Spec) -> tuple[float, str] | None:
     parts = [(step_pairs(p), p.steps) for p in _parts(spec)]
     if not parts or not all(isinstance(sp.remove, GaussianShift) for sp, _ in parts):
         return None
-    terms = [t * (sp.remove.shift / sp.remove.sigma) ** 2 if sp.remove.sigma > 0 else math.inf
-                     for sp, t in parts]
-    try:
-        mu = math.sqrt(math.fsum(terms))
-    except OverflowError:
-        mu = math.inf
+    # μ = √(Σ T_i (s_i/σ_i)²) in 30-digit mpmath (no over- or underflow at σ near 1e±300), then
+    # rounded to float64: within one unit in the last place, far inside _MU_REL.
+    terms = [(t, sp.remove.shift, sp.remove.sigma) for sp, t in parts if t > 0]
+    if not terms:
+        return None
+    with mpmath.workdps(30):
+        mu_mp = mpmath.sqrt(mpmath.fsum(mpmath.mpf(t) * (mpmath.mpf(s) / mpmath.mpf(sg)) ** 2 for t, s, sg in terms))
+        mu = float(mu_mp) if mu_mp < mpmath.mpf("1e300") else math.inf
     theorem = "; ".join(dict.fromkeys(sp.theorem for sp, _ in parts))
     return mu, theorem + "; composed exactly as mu-GDP (Dong-Roth-Su 2022 Cor. 3.3, profile Balle-Wang 2018 Thm 8)"
+
+
+_MU_REL = 1e-14
+"""Relative error allowed for the float64 μ = √(Σ T s²/σ²) (a few roundings of ≤ 2⁻⁵³ each)."""
+
+
+def _gdp_bracket(fn, x: float, mu: float) -> tuple[float, float]:
+    """A μ-GDP bracket (ε at δ, or δ at ε: both increase with μ) that also covers the rounding of
+    μ: the lower end at μ(1 − 1e-14), the upper end at μ(1 + 1e-14)."""
+    if not math.isfinite(mu):
+        return 0.0, math.inf
+    lo = fn(x, mu * (1.0 - _MU_REL))[0]
+    mu_up = mu * (1.0 + _MU_REL)
+    up = fn(x, mu_up)[1] if mu_up <= 1e6 else math.inf
+    return lo, up
+
+
+def _check_order(lower: float, upper: float) -> None:
+    """A certified lower end above the certified upper end is a bug, never a number to print."""
+    if not lower <= upper:
+        raise RuntimeError(f"pld: internal error: certified lower end {lower!r} above the upper end {upper!r}")
 
 
 def _resolve_device(device: torch.device | str | None) -> torch.device:
@@ -148,9 +189,9 @@ def _resolve_device(device: torch.device | str | None) -> torch.device:
 
 
 def _auto_h(steps: int, eps_error: float) -> float:
-    # Width ≈ c·T·h² with c ≈ 0.6–1.05 at the three benchmark settings (measured), so this first
-    # lattice usually meets eps_error; otherwise pld_epsilon_bracket refines.
-    return min(0.05, math.sqrt(0.8 * eps_error / steps))
+    # ε brackets start here and refine from the measured width (width ∝ h²); δ queries, which are
+    # not refined, use 0.35 of it (width ≈ c·T·h² with c ≈ 0.6–1.05 at the benchmark settings).
+    return min(0.05, 2.0 * math.sqrt(0.8 * eps_error / steps))
 
 
 def pld_profile(
@@ -160,6 +201,8 @@ def pld_profile(
     delta_error: float = 1e-12,
     device: torch.device | str | None = None,
     max_points: int = MAX_POINTS,
+    at_delta: float | None = None,
+    at_epsilon: float | None = None,
 ) -> PLDProfile:
     """Discretise and compose every direction of ``spec`` on the lattice of spacing ``h``.
 
@@ -169,6 +212,10 @@ def pld_profile(
         delta_error: δ budget of the truncated tails (≤ delta_error/10 in the upper bound) and of
             the FFT window (≤ delta_error/10 per side and PMF).
         device: where to compute (default: torch's default device).
+        at_delta, at_epsilon: the query the profile is for (at most one): each direction is
+            then composed under the exponential tilt whose Chernoff bound is tightest there, so
+            the FFT round-off is relative to the tail near the answer rather than to 1. The
+            profile then answers only at ε ≥ its window start (δ ≤ 1 below).
 
     Raises:
         UnsupportedError: when a part has no proved dominating pair.
@@ -191,11 +238,18 @@ def pld_profile(
             f"span {span}); use method='rdp'"
         )
     h = max(h, span / MAX_STEP_POINTS)
+    if h > MAX_SPACING:
+        raise UnsupportedError(
+            f"pld: one step's privacy loss spans {span:.3g} (noise multiplier too small), which needs a lattice "
+            f"spacing h={h:.3g} > {MAX_SPACING}; use method='rdp'"
+        )
     need = 0
     for _ in range(8):
         disc = {name: [(discretise(pair, h, tail, dev), t) for pair, t in parts] for name, parts in dirs.items()}
-        windows = {name: window(d, gamma) for name, d in disc.items()}
-        need = max(fast_length(b - a + 1) for a, b, _ in windows.values())
+        tilts = {name: (0.0, 0.0) if at_delta is None and at_epsilon is None else
+                 chernoff_tilt(d, delta=at_delta, epsilon=at_epsilon) for name, d in disc.items()}
+        windows = {name: window(d, gamma, *tilts[name]) for name, d in disc.items()}
+        need = max(fast_length(w[1] - w[0] + 1) for w in windows.values())
         if need <= max_points:
             break
         h *= 1.05 * need / max_points
@@ -239,13 +293,16 @@ def pld_epsilon_bracket(
     gauss = _gaussian_mu(spec)
     if gauss is not None:        # exact: no lattice, no FFT round-off floor
         mu, theorem = gauss
-        lo, up = gdp_epsilon_bracket(delta, mu) if math.isfinite(mu) else (0.0, math.inf)
+        if mu < 1e-300 and mu <= delta:     # δ(0) = 2Φ(μ/2) − 1 ≤ μ/√(2π) ≤ δ: ε = 0 (σ ≳ 1e300)
+            lo, up = 0.0, 0.0
+        else:
+            lo, up = _gdp_bracket(gdp_epsilon_bracket, delta, mu)
         return PLDBracket(lo, up, 0.0, 0, theorem)
     total = sum(p.steps for p in _parts(spec))
     h = _auto_h(total, eps_error)
     lo, up, prof = -math.inf, math.inf, None
     for _ in range(8):
-        prof = pld_profile(spec, h=h, delta_error=beta, device=device)
+        prof = pld_profile(spec, h=h, delta_error=beta, device=device, at_delta=delta)
         # Every pass is certified, so the intersection of the brackets is too.
         new_up, new_lo = prof.epsilon_upper(delta), prof.epsilon_lower(delta)
         previous = up - lo
@@ -259,6 +316,7 @@ def pld_epsilon_bracket(
             break
         h = prof.h * min(0.9, max(0.1, math.sqrt(0.8 * target / width)))
     assert prof is not None
+    _check_order(lo, up)
     return PLDBracket(lo, up, prof.h, prof.points, prof.theorem)
 
 
@@ -279,13 +337,16 @@ def pld_delta_bracket(
     check.finite(epsilon=epsilon)
     check.positive(eps_error=eps_error)
     gauss = _gaussian_mu(spec)
-    if gauss is not None and gauss[0] <= 1e6:     # exact μ-GDP profile (see pld_epsilon_bracket)
-        lo, up = gdp_delta_bracket(float(epsilon), gauss[0])
+    if gauss is not None and 1e-300 <= gauss[0] <= 1e6:     # exact μ-GDP profile (see pld_epsilon_bracket)
+        lo, up = _gdp_bracket(gdp_delta_bracket, float(epsilon), gauss[0])
         return PLDBracket(lo, up, 0.0, 0, gauss[1])
     total = sum(p.steps for p in _parts(spec))
-    prof = pld_profile(spec, h=_auto_h(total, eps_error), delta_error=delta_error, device=device)
+    prof = pld_profile(spec, h=0.35 * _auto_h(total, eps_error), delta_error=delta_error, device=device,
+                       at_epsilon=float(epsilon))
     e = torch.tensor([float(epsilon)], dtype=torch.float64, device=_resolve_device(device))
-    return PLDBracket(float(prof.delta_lower(e)[0]), float(prof.delta_upper(e)[0]), prof.h, prof.points, prof.theorem)
+    lo, up = float(prof.delta_lower(e)[0]), float(prof.delta_upper(e)[0])
+    _check_order(lo, up)
+    return PLDBracket(lo, up, prof.h, prof.points, prof.theorem)
 
 
 def pld_privacy_profile(
@@ -314,7 +375,7 @@ def pld_privacy_profile(
     check.finite(eps_grid=eps_grid)
     check.positive(eps_error=eps_error)
     total = sum(p.steps for p in _parts(spec))
-    prof = pld_profile(spec, h=_auto_h(total, eps_error), delta_error=delta_error, device=eps_grid.device)
+    prof = pld_profile(spec, h=0.35 * _auto_h(total, eps_error), delta_error=delta_error, device=eps_grid.device)
     flat = eps_grid.to(torch.float64).reshape(-1)
     return prof.delta_upper(flat).reshape(eps_grid.shape)
 
@@ -341,8 +402,16 @@ class PLDMethod:
         check.in_range(0.0, 1.0, closed="neither", delta=delta)
         if not _parts(spec):
             return EpsilonBound(0.0, float(delta), method=self.name, lower=0.0, theorem="empty composition")
-        b = pld_epsilon_bracket(spec, float(delta), eps_error=self.eps_error)
-        upper, theorem, source = _intersect_rdp(b, _rdp_fallback(spec, lambda m: m.epsilon(spec, float(delta))))
+        try:
+            b = pld_epsilon_bracket(spec, float(delta), eps_error=self.eps_error)
+        except UnsupportedError as e:
+            rdp = _rdp_fallback(spec, lambda m: m.epsilon(spec, float(delta)))
+            if rdp is None:
+                raise
+            return EpsilonBound(rdp.value, float(delta), method=self.name, lower=0.0,
+                                theorem=_fallback_theorem(e, rdp), upper_source="rdp")
+        rdp = _rdp_fallback(spec, lambda m: m.epsilon(spec, float(delta))) if _rdp_may_help(b, self.eps_error) else None
+        upper, theorem, source = _intersect_rdp(b, rdp)
         return EpsilonBound(upper, float(delta), method=self.name, lower=b.lower, theorem=theorem,
                             upper_source=source)
 
@@ -351,10 +420,31 @@ class PLDMethod:
         check.finite(epsilon=epsilon)
         if not _parts(spec):
             return DeltaBound(0.0, float(epsilon), method=self.name, lower=0.0, theorem="empty composition")
-        b = pld_delta_bracket(spec, float(epsilon), eps_error=self.eps_error)
-        upper, theorem, source = _intersect_rdp(b, _rdp_fallback(spec, lambda m: m.delta(spec, float(epsilon))))
+        try:
+            b = pld_delta_bracket(spec, float(epsilon), eps_error=self.eps_error)
+        except UnsupportedError as e:
+            rdp = _rdp_fallback(spec, lambda m: m.delta(spec, float(epsilon)))
+            if rdp is None:
+                raise
+            return DeltaBound(rdp.value, float(epsilon), method=self.name, lower=0.0,
+                              theorem=_fallback_theorem(e, rdp), upper_source="rdp")
+        rdp = _rdp_fallback(spec, lambda m: m.delta(spec, float(epsilon))) if _rdp_may_help(b, 0.05 * b.upper) else None
+        upper, theorem, source = _intersect_rdp(b, rdp)
         return DeltaBound(upper, float(epsilon), method=self.name, lower=b.lower, theorem=theorem,
                           upper_source=source)
+
+
+def _rdp_may_help(bracket: PLDBracket, allowed: float) -> bool:
+    """Whether the RDP bound is worth computing: it is ≥ the truth ≥ the PLD lower end, so it can
+    beat the PLD upper end by at most the bracket's width; up to ``allowed`` (eps_error for ε,
+    5 % of the upper end for δ) that gain is not worth its cost (≈ 20 ms at T = 1e3)."""
+    width = bracket.upper - bracket.lower
+    return not (math.isfinite(width) and width <= allowed)
+
+
+def _fallback_theorem(err: Exception, rdp) -> str:
+    """The theorem line of a PLD answer that fell back to RDP: says so, and why."""
+    return f"FALLBACK to the RDP bound ({rdp.theorem}): the PLD accountant cannot answer here ({err})"
 
 
 def _intersect_rdp(bracket, rdp) -> tuple[float, str, str | None]:

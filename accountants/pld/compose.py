@@ -197,93 +197,80 @@ def _log_rev_exp_tail(x: Tensor, s: Tensor) -> Tensor:
 class ComposedPLD:
     """The composed discrete PLDs of one ordered direction, with the certificate.
 
-    Entry i of every array is the lattice point s_i = (k_start + i)·h.
+    Entry i of every array is the lattice point s_i = (k_start + i)·h; index N (= ``points``)
+    stands for "above the window". Every array is already a certified bound (see :func:`compose`):
+
+    * ``_hi[i]`` ≥ p_inf + Σ_{j≥i} up_j + (round-off over j ≥ i) + (mass outside the window), so
+      that for s_{i−1} ≤ x < s_i, δ(x) ≤ _hi[i] − e^{x + _log_e[i]};
+    * ``_log_e[i]`` ≤ log Σ_{j≥i} up_j e^{−s_j} (rounded down);
+    * ``_lo_p[i]`` ≤ P(S̃ ≥ s_i) for the test statistic S̃, ``_log_q[i]`` ≥ log Q(S̃ ≥ s_i).
+
+    ``tilt`` λ is the exponential tilt the composition was computed under (the FFT round-off is
+    then relative to the tail near e^{K(λ) − λs} rather than to 1); ``covers_below`` is False
+    when the mass below the window is not bounded (tilted windows): δ(x) ≤ 1 is all that is
+    claimed for x < s_0.
     """
 
     k_start: int
     h: float
     p_inf: float
-    slack_up: float        # γ_up: pessimistic mass outside the window
-    slack_p: float         # γ_P: P-mass outside the window
-    noise_up: float        # R_up: bound on ‖computed − exact‖₂ of the pessimistic PMF (FFT round-off)
-    noise_p: float         # R_P: the same for the P-PMF of the test statistic
-    sum_up: float          # bound on the summation round-off of any tail sum of the pessimistic PMF
-    sum_p: float           # the same for the P-PMF
-    _tail: Tensor          # Σ_{j ≥ i} up_j                  (N + 1,)
-    _log_tail_exp: Tensor  # log Σ_{j ≥ i} up_j e^{−s_j}     (N + 1,)
-    _tail_p: Tensor        # P(S̃ ≥ s_i) (computed)           (N + 1,)
-    _log_tail_q: Tensor    # log of an upper bound on Q(S̃ ≥ s_i) (N + 1,); in logs: Q-tails
-                           # at large ε are below float64's range (e^{−1000}) and must not become 0
+    tilt: float
+    covers_below: bool
+    _hi: Tensor        # (N + 1,)
+    _log_e: Tensor     # (N + 1,)
+    _lo_p: Tensor      # (N + 1,)
+    _log_q: Tensor     # (N + 1,)
 
     @property
     def points(self) -> int:
-        return self._tail.numel() - 1
+        return self._hi.numel() - 1
 
     @property
     def support(self) -> Tensor:
         """The lattice values s_i = (k_start + i)·h."""
-        return (self.k_start + torch.arange(self.points, dtype=torch.float64, device=self._tail.device)) * self.h
+        return (self.k_start + torch.arange(self.points, dtype=torch.float64, device=self._hi.device)) * self.h
 
     # ---- upper -------------------------------------------------------------------------------
-    def delta_tilde(self, x: Tensor) -> Tensor:
-        """δ̃_up(x) = p_inf + Σ_{s_i > x} up_i (1 − e^{x − s_i}) at every entry of x."""
-        i = torch.searchsorted(self.support, x.contiguous(), right=True)
-        b = torch.exp(torch.clamp(x + self._log_tail_exp[i], max=700.0))
-        return torch.clamp(self.p_inf + self._tail[i] - b, min=0.0)
-
-    def _allow_up(self, count: Tensor) -> Tensor:
-        """Round-off allowance of a pessimistic tail sum over ``count`` entries (weights in [0, 1]):
-        √count·R_up (Cauchy–Schwarz) plus the summation error."""
-        return torch.sqrt(count.to(torch.float64)) * self.noise_up + self.sum_up
-
-    def _noise_above(self, x: Tensor) -> Tensor:
-        """Round-off allowance of the pessimistic tail sum over the entries s_j > x."""
-        i = torch.searchsorted(self.support, x.contiguous(), right=True)
-        return self._allow_up(self.points - i)
-
-    def solve(self, target: float) -> float:
-        """The x with δ̃_up(x) = target (continuous, non-increasing); ±inf at the ends."""
-        if target <= self.p_inf:
-            return math.inf
-        if target >= self.p_inf + float(self._tail[0]):
-            return -math.inf
-        s = self.support
-        d = self.p_inf + self._tail[1:] - torch.exp(torch.clamp(s + self._log_tail_exp[1:], max=700.0))
-        # The round-off allowance over the active entries is added to δ̃ before comparing.
-        n = self.points
-        d = d + self._allow_up(n - 1 - torch.arange(n, device=d.device))
-        below = d < target
-        if not bool(below.any()):
-            return math.inf
-        i = int(torch.argmax(below.to(torch.int8)))
-        # i: first lattice point with δ̃_up + r < target; on [s_{i−1}, s_i) the active set is {j ≥ i}.
-        rest = self.p_inf + float(self._tail[i]) + math.sqrt(n - i) * self.noise_up + self.sum_up - target
-        if rest <= 0.0:
-            return float(s[i - 1]) if i > 0 else -math.inf
-        return math.log(rest) - float(self._log_tail_exp[i])
-
     def delta_upper(self, eps: Tensor) -> Tensor:
         """Certified upper bound on δ(ε) of this direction."""
-        return torch.clamp(self.delta_tilde(eps) + self._noise_above(eps) + self.slack_up, max=1.0)
+        x = eps.to(torch.float64).contiguous()
+        i = torch.searchsorted(self.support, x, right=True)
+        b = torch.exp(torch.clamp(x + self._log_e[i], max=700.0))
+        out = torch.clamp(self._hi[i] - b, min=0.0, max=1.0)
+        if not self.covers_below:
+            out = torch.where(x < self.k_start * self.h, torch.ones_like(out), out)
+        return out
+
+    def solve(self, target: float) -> float:
+        """The least x with the certified δ_upper(x) ≤ target (δ_upper is continuous and
+        non-increasing on each lattice interval); +inf when none is in the window."""
+        s = self.support
+        n = self.points
+        # δ_upper at x = s_i (active set {j ≥ i + 1}), i = 0..N−1.
+        d = self._hi[1:] - torch.exp(torch.clamp(s + self._log_e[1:], max=700.0))
+        below = d <= target
+        if not bool(below.any()):
+            return math.inf
+        i = int(torch.argmax(below.to(torch.int8)))        # first lattice point with δ_up(s_i) ≤ target
+        # On [s_{i−1}, s_i) the active set is {j ≥ i}: δ_up(x) = _hi[i] − e^x E_i.
+        rest = float(self._hi[i]) - target
+        if i == 0 and not self.covers_below:
+            return float(s[0])
+        if rest <= 0.0:
+            return float(s[i - 1]) if i > 0 else -math.inf
+        x = math.nextafter(math.log(rest) - float(self._log_e[i]), math.inf)
+        return min(x, float(s[i])) if n else x
 
     def epsilon_upper(self, delta: float) -> float:
         """Certified upper bound on ε(δ) = inf{ε ≥ 0 : δ(ε) ≤ δ} of this direction."""
-        target = delta - self.slack_up
-        if target <= 0.0:
-            return math.inf
-        return max(0.0, self.solve(target))
+        return max(0.0, self.solve(delta))
 
     # ---- lower -------------------------------------------------------------------------------
-    def _noise_p_tail(self) -> Tensor:
-        n = self.points
-        count = (n - torch.arange(n + 1, device=self._tail_p.device)).to(torch.float64)
-        return torch.sqrt(count) * self.noise_p + self.sum_p
-
     def delta_lower(self, eps: Tensor, chunk: int = 1 << 22) -> Tensor:
         """Certified lower bound on δ(ε) of this direction (best threshold test)."""
-        a = self._tail_p - self.slack_p - self._noise_p_tail()
-        log_b = self._log_tail_q
-        flat = eps.reshape(-1)
+        a = self._lo_p
+        log_b = self._log_q
+        flat = eps.reshape(-1).to(torch.float64)
         out = torch.empty_like(flat)
         step = max(1, chunk // a.numel())
         for j in range(0, flat.numel(), step):
@@ -293,162 +280,252 @@ class ComposedPLD:
 
     def epsilon_lower(self, delta: float) -> float:
         """Certified lower bound on ε(δ): δ_lower(ε) ≤ δ ⇔ ε ≥ max_i log((A_P − δ)/A_Q)."""
-        num = self._tail_p - self.slack_p - self._noise_p_tail() - delta
-        ok = num > 0
+        num = self._lo_p - delta
+        ok = (num > 0) & (self._log_q > -math.inf)
         if not bool(ok.any()):
             return 0.0
-        vals = torch.where(ok, torch.log(torch.where(ok, num, 1.0)) - self._log_tail_q, -math.inf)
-        return max(0.0, float(torch.nan_to_num(vals, nan=-math.inf).max()))
-
-
-def _chernoff(
-    pmfs: list[tuple[Tensor, int, int]], h: float, lo: float, hi: float
-) -> tuple[float, float]:
-    """Bounds on the composed mass below ``lo`` and above ``hi`` (a sub-probability is fine):
-    P(S ≥ b) ≤ e^{K(λ) − λb}, P(S ≤ a) ≤ e^{K(−λ) + λa}, K = Σ T_i log M_i, at ten λ's per side
-    (2⁻⁸…2 times the Gaussian optimum: heavy right tails need small λ)."""
-    device = pmfs[0][0].device
-    prepared = []
-    mean = var = 0.0
-    for pmf, k_lo, t in pmfs:
-        l = (k_lo + torch.arange(pmf.numel(), dtype=pmf.dtype, device=device)) * h
-        mass = float(pmf.sum())
-        m1 = float((pmf * l).sum()) / mass
-        mean += t * m1
-        var += t * float((pmf * (l - m1) ** 2).sum()) / mass
-        prepared.append((torch.log(pmf), l, t))
-    sd = math.sqrt(max(var, h * h))
-    scale = 2.0 ** torch.arange(-8.0, 2.0, dtype=torch.float64, device=device)
-    lams = []
-    for sign, edge in ((-1.0, lo), (1.0, hi)):
-        dist = max(sign * (edge - mean), sd)
-        lams.append(sign * (dist / (sd * sd)) * scale)
-    lam = torch.cat(lams)                                   # (20,): ten negative, ten positive
-    k = sum(t * torch.logsumexp(logp[None, :] + lam[:, None] * l[None, :], dim=1) for logp, l, t in prepared)
-    edge = torch.cat([torch.full((10,), lo, dtype=torch.float64, device=device),
-                      torch.full((10,), hi, dtype=torch.float64, device=device)])
-    log_bound = k - lam * edge
-    below = math.exp(min(0.0, float(log_bound[:10].min())))
-    above = math.exp(min(0.0, float(log_bound[10:].min())))
-    return below, above
-
-
-def _moments(steps: list[tuple[DiscreteStep, int]], which: str) -> tuple[float, float]:
-    h = steps[0][0].h
-    mean = var = 0.0
-    for st, t in steps:
-        pmf = getattr(st, which)
-        l = (st.k_lo + torch.arange(pmf.numel(), dtype=pmf.dtype, device=pmf.device)) * h
-        mass = float(pmf.sum())
-        m1 = float((pmf * l).sum()) / mass
-        mean += t * m1
-        var += t * float((pmf * (l - m1) ** 2).sum()) / mass
-    return mean, math.sqrt(max(var, h * h))
+        vals = torch.log(num[ok]) - self._log_q[ok]
+        best = float(vals.max())
+        if not math.isfinite(best):
+            raise RuntimeError(f"pld: internal error, non-finite certified lower end {best}")
+        return max(0.0, math.nextafter(best, -math.inf))
 
 
 _WHICH = ("upper", "lower_p", "lower_q_tilted")
 
 
-def _tails(steps: list[tuple[DiscreteStep, int]], k_a: int, n: int) -> list[tuple[float, float]]:
-    """Certified (below, above) composed masses outside lattice indices [k_a, k_a + n) per PMF."""
+def _tilted(steps: list[tuple[DiscreteStep, int]], tilt: float) -> tuple[list[_Rows], Tensor, float]:
+    """The three PMFs of every part tilted by e^{λl} and normalised: rows a·e^{λl − log M} with
+    log M = log Σ a e^{λl} (a float chosen here; the identity c(s) = c̃(s)·e^{S − λs}, S = Σ T_i
+    log M_i, between the composed measure c and the composed tilted rows c̃ is exact for it).
+    Returns (rows, S (3,), κ): κ bounds the entrywise relative error of the computed rows."""
     h = steps[0][0].h
-    lo_edge, hi_edge = (k_a - 0.5) * h, (k_a + n - 0.5) * h
-    return [_chernoff([(getattr(st, w), st.k_lo, t) for st, t in steps], h, lo_edge, hi_edge) for w in _WHICH]
+    out: list[_Rows] = []
+    scale = None
+    kappa = 0.0
+    for st, t in steps:
+        rows = torch.stack([getattr(st, w) for w in _WHICH])               # (3, n)
+        l = (st.k_lo + torch.arange(rows.shape[1], dtype=torch.float64, device=rows.device)) * h
+        log_m = torch.logsumexp(torch.log(rows) + tilt * l, dim=1)          # (3,)
+        arg = tilt * l[None, :] - log_m[:, None]
+        tilted = rows * torch.exp(arg)
+        kappa = max(kappa, 4.0 * _U * (2.0 + float(arg.abs().max())))
+        out.append(_Rows(tilted, l, t))
+        scale = t * log_m if scale is None else scale + t * log_m
+    assert scale is not None
+    return out, scale, kappa
 
 
-Window = tuple[int, int, list[tuple[float, float]]]
+@dataclass(frozen=True)
+class _Rows:
+    rows: Tensor     # (3, n) tilted, normalised PMFs of one part
+    l: Tensor        # (n,) their lattice values
+    t: int           # how many times the part is composed
 
 
-def window(steps: list[tuple[DiscreteStep, int]], gamma: float) -> Window:
-    """Lattice indices [k_a, k_b] outside which every composed PMF has certified mass ≤ γ per
-    side (Gaussian start, widened until the Chernoff bounds hold; at most 12 widenings), and the
-    certified (below, above) masses of the three PMFs for that window."""
+def _lambda_grid(rows: list[_Rows], log_inv_gamma: float) -> Tensor:
+    """Positive tilts λ for the Chernoff bounds: a factor-√2 geometric grid from 2⁻¹² (heavy tails
+    of subsampled steps need λ of order 1, the RDP order minus one) up to 4× the Gaussian optimum
+    √(2 log(1/γ))/sd of the composed loss (light, concentrated tails need λ ≫ 1)."""
+    var = 0.0
+    h = None
+    for r in rows:
+        pmf = r.rows[1] / r.rows[1].sum()
+        m1 = float((pmf * r.l).sum())
+        var += r.t * max(float((pmf * (r.l - m1) ** 2).sum()), 0.0)
+        h = float(r.l[1] - r.l[0]) if r.l.numel() > 1 else 1.0
+    sd = math.sqrt(max(var, (h or 1.0) ** 2))
+    top = max(4.0 * math.sqrt(2.0 * log_inv_gamma) / sd, 16.0)
+    n = max(2, math.ceil(2.0 * math.log2(top / 2.0**-12)) + 1)
+    return 2.0 ** torch.linspace(-12.0, math.log2(top), n, dtype=torch.float64, device=rows[0].rows.device)
+
+
+def _log_mgf(rows: list[_Rows], lam: Tensor, only: int | None = None) -> Tensor:
+    """K(λ) = Σ_i T_i log Σ_k a_{i,k} e^{λ l_k} of the three composed measures, (3, len(λ)): the
+    exact cumulant generating function of the composed discrete measures (sub- or
+    super-probability measures included; log 0 = −inf entries drop out)."""
+    out = torch.zeros(3 if only is None else 1, lam.numel(), dtype=torch.float64, device=lam.device)
+    for r in rows:
+        logp = torch.log(r.rows if only is None else r.rows[only : only + 1])
+        for j in range(0, lam.numel(), 16):                               # bounded memory
+            lj = lam[j : j + 16]
+            out[:, j : j + 16] += r.t * torch.logsumexp(logp[:, None, :] + lj[None, :, None] * r.l, dim=2)
+    return out
+
+
+@dataclass(frozen=True)
+class _Cgf:
+    """The composed CGFs at a grid of tilts ±λ, for Chernoff bounds on the three composed PMFs:
+    mass(S ≥ b) ≤ e^{K(λ) − λb} and mass(S ≤ a) ≤ e^{K(−λ) + λa} for every λ > 0 (Markov's
+    inequality applied to e^{±λS}; valid for any non-negative measure)."""
+
+    lam: Tensor        # (m,) λ > 0
+    k_pos: Tensor      # (3, m) K(+λ)
+    k_neg: Tensor      # (3, m) K(−λ)
+
+    def log_above(self, b: float) -> Tensor:
+        """(3,) log of certified bounds on the composed masses at S ≥ b."""
+        return (self.k_pos - self.lam * b).nan_to_num(nan=math.inf).amin(1)
+
+    def log_below(self, a: float) -> Tensor:
+        """(3,) log of certified bounds on the composed masses at S ≤ a."""
+        return (self.k_neg + self.lam * a).nan_to_num(nan=math.inf).amin(1)
+
+    def edges(self, log_inv_gamma: float) -> tuple[float, float]:
+        """(a, b) with every bound at S ≤ a and at S ≥ b at most γ: b = min_λ (K(λ) + log 1/γ)/λ."""
+        b = ((self.k_pos + log_inv_gamma) / self.lam).nan_to_num(nan=math.inf).amin(1).amax()
+        a = (-(self.k_neg + log_inv_gamma) / self.lam).nan_to_num(nan=-math.inf).amax(1).amin()
+        return float(a), float(b)
+
+
+def _cgf(rows: list[_Rows], gamma: float) -> _Cgf:
+    lam = _lambda_grid(rows, math.log(1.0 / gamma))
+    return _Cgf(lam, _log_mgf(rows, lam), _log_mgf(rows, -lam))
+
+
+def chernoff_tilt(steps: list[tuple[DiscreteStep, int]], *, delta: float | None = None,
+                  epsilon: float | None = None) -> tuple[float, float]:
+    """(λ, log B): the tilt λ ≥ 0 at which the composed pessimistic PMF's Chernoff bound is tightest
+    for the query, and that bound B on the tail there. At δ: the λ minimising (K(λ) + log 1/δ)/λ
+    (the edge b where the tail bound reaches δ; B = δ); at ε: the λ minimising K(λ) − λε
+    (B = e^{K(λ) − λε}). A choice only: any λ gives a certified bracket."""
+    rows, _, _ = _tilted(steps, 0.0)
+    lam = _lambda_grid(rows, math.log(1.0 / (delta if delta is not None else 1e-10)))
+    k = _log_mgf(rows, lam, only=0)[0]
+    if delta is not None:
+        score = ((k + math.log(1.0 / delta)) / lam).nan_to_num(nan=math.inf)
+    else:
+        score = (k - lam * float(epsilon or 0.0)).nan_to_num(nan=math.inf)
+    if not bool(torch.isfinite(score).any()):
+        return 0.0, 0.0
+    j = int(torch.argmin(score))
+    log_b = math.log(delta) if delta is not None else float(score[j])
+    return float(lam[j]), min(0.0, log_b)
+
+
+def _up_exp(x: Tensor) -> list[float]:
+    """e^x rounded so it never falls below the true value (underflow gives the least subnormal)."""
+    return torch.where(x > -math.inf, torch.exp(x).clamp(min=5e-324), torch.zeros_like(x)).tolist()
+
+
+Window = tuple[int, int, _Cgf, list[_Rows], Tensor, float, float]
+
+
+def window(steps: list[tuple[DiscreteStep, int]], gamma: float, tilt: float = 0.0, log_bound: float = 0.0) -> Window:
+    """Lattice indices [k_a, k_b] outside which every composed tilted PMF has certified mass ≤ γ̃
+    per side, read off the Chernoff bounds of the composed CGFs (:class:`_Cgf`); also the tilted
+    rows (:func:`_tilted`) the composition will use. Under a tilt, tilted mass γ̃ costs about
+    γ̃·e^{S − λs} in true units at s; γ̃ = γ·B^{−1/4} is asked for (B = e^{log_bound} ≤ 1, the
+    Chernoff tail bound at the query; a stronger boost costs the lower end below the query)."""
     h = steps[0][0].h
-    z = math.sqrt(2.0 * math.log(1.0 / gamma)) + 1.0
-    stats = [_moments(steps, w) for w in _WHICH]
-    lo = min(m - z * sd for m, sd in stats)
-    hi = max(m + z * sd for m, sd in stats)
+    rows, scale, kappa = _tilted(steps, tilt)
+    log_inv = math.log(1.0 / gamma) + 0.25 * min(log_bound, 0.0) if tilt > 0 else math.log(1.0 / gamma)
+    log_inv = max(log_inv, math.log(1e3))
+    cgf = _cgf(rows, math.exp(-log_inv))
+    lo, hi = cgf.edges(log_inv)
     if not (math.isfinite(lo) and math.isfinite(hi) and math.isfinite(lo / h) and math.isfinite(hi / h)):
         raise UnsupportedError(
-            f"pld: the moments of the composed privacy loss are not finite in float64 (window [{lo:g}, {hi:g}] "
-            f"at h={h:g}); use method='rdp'"
+            f"pld: the composed privacy loss has no finite window in float64 ([{lo:g}, {hi:g}] at h={h:g}); "
+            f"use method='rdp'"
         )
-    for _ in range(12):
-        k_a, k_b = math.floor(lo / h) - 1, math.ceil(hi / h) + 1
-        tails = _tails(steps, k_a, k_b - k_a + 1)
-        below = max(b for b, _ in tails)
-        above = max(a for _, a in tails)
-        if below <= gamma and above <= gamma:
-            break
-        span = hi - lo
-        lo -= 0.5 * span if below > gamma else 0.0
-        hi += 0.5 * span if above > gamma else 0.0
-    # Tails still above γ after 12 widenings are certified all the same, and paid in the slack.
-    return k_a, k_b, tails
+    k_a, k_b = math.floor(lo / h) - 1, math.ceil(hi / h) + 1
+    return k_a, k_b, cgf, rows, scale, kappa, tilt
 
 
-def compose(steps: list[tuple[DiscreteStep, int]], gamma: float, win: Window | None = None) -> ComposedPLD:
+def _log_weights(lam: float, s: Tensor, h: float) -> Tensor:
+    """log W_i = ½ log Σ_{j=i}^{N−1} e^{−2λ s_j} on the uniform lattice s (closed form of the
+    geometric sum; λ = 0 gives ½ log(N − i)), with −inf appended at i = N."""
+    n = s.numel()
+    left = (n - torch.arange(n + 1, dtype=torch.float64, device=s.device))          # N − i
+    s_ext = torch.cat([s, s[-1:] + h])
+    if lam == 0.0:
+        return 0.5 * torch.log(left)
+    r = 2.0 * lam * h
+    # Σ = e^{−2λ s_i}·(1 − e^{−r(N−i)})/(1 − e^{−r}); rounded up by 1e-12 relative.
+    return 0.5 * (-2.0 * lam * s_ext + torch.log(-torch.expm1(-r * left)) - math.log(-math.expm1(-r))) + 1e-12
+
+
+def _log_rev_cumsum(logx: Tensor) -> Tensor:
+    """log Σ_{j≥i} e^{logx_j}, with −inf appended at i = N."""
+    rev = torch.flip(torch.logcumsumexp(torch.flip(logx, [0]), 0), [0])
+    return torch.cat([rev, torch.full((1,), -math.inf, dtype=logx.dtype, device=logx.device)])
+
+
+def compose(steps: list[tuple[DiscreteStep, int]], gamma: float, win: Window | None = None,
+            tilt: float = 0.0) -> ComposedPLD:
     """Compose discretised steps (each ``(step, count)``) of one ordered direction by FFT.
 
     Args:
         steps: the parts, all on the same lattice spacing h and device.
-        gamma: target tail mass outside the window (the certified masses are computed and paid).
-        win: ``window(steps, gamma)`` when the caller has it already.
+        gamma: target tilted mass outside the window (the certified masses are computed and paid).
+        win: ``window(steps, gamma, tilt)`` when the caller has it already.
+        tilt: exponential tilt λ ≥ 0 of the composition (:func:`chernoff_tilt`); 0: none.
 
     Returns:
         A :class:`ComposedPLD` carrying the certified bracket.
+
+    Certificate (all in true units, c(s) = c̃(s)e^{S − λs}): with R the ℓ2 bound on the FFT
+    round-off of the tilted composition c̃ (:func:`fft_compose`) and W_i = (Σ_{j≥i} e^{−2λs_j})^{1/2},
+    a tail sum Σ_{j≥i} w_j c_j with |w_j| ≤ 1 is within e^S·R·W_i of the computed one (Cauchy–
+    Schwarz); tilted mass γ̃ outside the window wraps around onto lattice points s ≥ s_i with
+    weight ≤ e^{S − λs_i}, so it moves a tail sum from i by ≤ (γ̃_lo + γ̃_hi)e^{S − λs_i}; the true
+    mass above the window is ≤ γ̃_hi e^{S − λb}; below the window it is ≤ γ̃_lo e^{S} when λ = 0
+    (and not bounded otherwise: then only x ≥ s_0 is answered). The rows' relative input error κ
+    gives a factor (1 − κ)^{−T}; float sums and the unit conversion another relative 8γ_n.
     """
     h = steps[0][0].h
     device = steps[0][0].upper.device
-    k_a, k_b, tails = window(steps, gamma) if win is None else win
+    k_a, k_b, cgf, rows, scale, kappa, tilt = window(steps, gamma, tilt) if win is None else win
     n = fast_length(k_b - k_a + 1)
-    k_a = k_b + 1 - n        # use the whole FFT length; extending downwards keeps ``tails`` valid
+    k_b = k_a + n - 1        # use the whole FFT length (extending upwards)
+    lo_edge, hi_edge = (k_a - 0.5) * h, (k_b + 0.5) * h
+    log_lo = cgf.log_below(lo_edge)                                     # (3,) tilted masses
+    log_hi = cgf.log_above(hi_edge)
     k0 = 0
     arrs: list[tuple[Tensor, int]] = []
-    for st, t in steps:
+    total = 0
+    for r in rows:
         # Centre the step at index 0 (its mean lattice point): the spectrum then has a small
         # phase, and the T-th power does not multiply a large phase's round-off by T.
-        pmf3 = torch.stack([st.upper, st.lower_p, st.lower_q_tilted])
-        lat = st.k_lo + torch.arange(st.upper.numel(), device=device)
-        centre = round(float((st.lower_p * lat.to(torch.float64)).sum()))
+        lat = torch.round(r.l / h).to(torch.int64)
+        centre = round(float((r.rows[1] * lat.to(torch.float64)).sum() / r.rows[1].sum()))
         arr = torch.zeros(3, n, dtype=torch.float64, device=device)
-        arr.index_add_(1, (lat - centre) % n, pmf3)               # circular; folds long PMFs
-        arrs.append((arr, t))
-        k0 += t * centre
-    circ, (r_up, r_p, r_q), (c_up, c_p, _) = fft_compose(arrs)
-    pmf = torch.roll(circ, shifts=-((k_a - k0) % n), dims=1)   # pmf[:, i] ↔ lattice k_a + i
-    # R: bounds on the 2-norm of the FFT round-off of each composed PMF, C ≥ its total mass;
-    # true entries are ≥ 0, so clamping only moves towards the truth.
-    sum_up = _gamma(n) * (c_up + math.sqrt(n) * r_up)        # cumulative-sum round-off, Σ ≥ 0
-    sum_p = _gamma(n) * (c_p + math.sqrt(n) * r_p)
-    pmf = torch.clamp(pmf, min=0.0)
-    up, pp, qt = pmf[0], pmf[1], pmf[2]
-    # Certified out-of-window masses of the three composed PMFs (Chernoff, exact discrete MGFs).
-    (u_lo, u_hi), (gp_lo, gp_hi), (_, gq_hi) = tails
+        arr.index_add_(1, (lat - centre) % n, r.rows)                  # circular; folds long PMFs
+        arrs.append((arr, r.t))
+        k0 += r.t * centre
+        total += r.t
+    circ, r_fft, _ = fft_compose(arrs)
+    pmf = torch.roll(circ, shifts=-((k_a - k0) % n), dims=1)           # pmf[:, i] ↔ lattice k_a + i
+    pmf = torch.clamp(pmf, min=0.0)                                    # true entries are ≥ 0
     s = (k_a + torch.arange(n, dtype=torch.float64, device=device)) * h
-    # Q-masses from the tilted composition: Q̃^{*T}(s) = e^{−s}·(q e^l)^{*T}(s) (exact identity).
-    # A_Q(i) ≤ Σ_{j≥i} e^{−s_j} qt_j + R_q·(Σ_{j≥i} e^{−2 s_j})^{1/2} (Cauchy–Schwarz), times
-    # (1 + 2γ_n) for the summation, + e^{−b}·γ_q above the window edge b.
-    # All in logs: at ε ≳ 700 these masses underflow, and a 0 here would certify ε = inf.
-    hi_edge = (k_a + n - 0.5) * h
-    log_weight = 0.5 * _log_rev_exp_tail(torch.ones_like(s), 2.0 * s)
-    log_r_q = math.log(r_q) if r_q > 0 else -math.inf
-    log_inner = torch.logaddexp(_log_rev_exp_tail(qt, s), log_r_q + log_weight)
-    log_out = (math.log(gq_hi) if gq_hi > 0 else -math.inf) - hi_edge
-    log_tail_q = torch.logaddexp(log_inner + math.log1p(2.0 * _gamma(n)), torch.full_like(log_inner, log_out))
+    big_s = scale.tolist()
+    rel = (-math.expm1(-total * math.log1p(-kappa))
+           + 8.0 * _gamma(n) + 8.0 * _U * (750.0 + max(abs(v) for v in big_s) + abs(tilt) * float(s.abs().max())))
+    log_r = [math.log(v + 1e-300) for v in r_fft]                      # + 1e-300: underflowed rows
+    log_w = _log_weights(tilt, s, h)                                   # log W_i
+    log_wq = _log_weights(1.0 + tilt, s, h)
+    # True-unit entries of the pessimistic and P rows (each true entry is ≤ 1: clamping is safe).
+    up = torch.exp(torch.clamp(torch.log(pmf[0]) + big_s[0] - tilt * s, max=0.0))
+    pp = torch.exp(torch.clamp(torch.log(pmf[1]) + big_s[1] - tilt * s, max=0.0))
+    tail = _rev_cumsum(up)
+    tail_p = _rev_cumsum(pp)
+    s_ext = torch.cat([s, s[-1:] + h])
+    noise_up = torch.exp(torch.clamp(big_s[0] + log_r[0] + log_w, max=700.0))
+    noise_p = torch.exp(torch.clamp(big_s[1] + log_r[1] + log_w, max=700.0))
+    wrap_p = torch.exp(torch.clamp(big_s[1] + torch.logaddexp(log_lo[1], log_hi[1]) - tilt * s_ext, max=700.0))
+    above_up = math.exp(min(700.0, big_s[0] + float(log_hi[0]) - tilt * hi_edge))
+    below_up = math.exp(min(700.0, big_s[0] + float(log_lo[0]))) if tilt == 0.0 else 0.0
     p_inf = -math.expm1(sum(t * math.log1p(-st.p_inf) for st, t in steps))
+    hi = (1.0 + rel) * (p_inf + tail + noise_up + above_up + below_up) * (1.0 + 1e-12)
+    log_e = _log_rev_exp_tail(up, s) + math.log1p(-rel)             # underflow only lowers it: safe
+    lo_p = (1.0 - rel) * (tail_p - noise_p - wrap_p)
+    # Q: A_Q(i) = e^{S_q} Σ_{j≥i} q̃_j e^{−(1+λ)s_j} (q̃: the tilted, tilted-Q row), + round-off
+    # e^{S_q}·R_q·W^q_i, + the true mass above the window e^{S_q − (1+λ)b}·γ̃_hi.
+    # (in logs throughout: an underflowed Q-tail would overstate the lower end)
+    log_inner = torch.logaddexp(_log_rev_cumsum(torch.log(pmf[2]) - (1.0 + tilt) * s), log_r[2] + log_wq)
+    log_out = float(log_hi[2]) - (1.0 + tilt) * hi_edge
+    log_q = big_s[2] + torch.logaddexp(log_inner, torch.full_like(log_inner, log_out)) + math.log1p(rel) + 1e-12
     return ComposedPLD(
-        k_start=k_a,
-        h=h,
-        p_inf=p_inf,
-        slack_up=u_lo + u_hi,
-        slack_p=gp_lo + gp_hi,
-        noise_up=r_up,
-        noise_p=r_p,
-        sum_up=sum_up,
-        sum_p=sum_p,
-        _tail=_rev_cumsum(up),
-        _log_tail_exp=_log_rev_exp_tail(up, s),
-        _tail_p=_rev_cumsum(pp),
-        _log_tail_q=log_tail_q,
+        k_start=k_a, h=h, p_inf=p_inf, tilt=tilt, covers_below=tilt == 0.0,
+        _hi=hi, _log_e=log_e, _lo_p=lo_p, _log_q=log_q,
     )
