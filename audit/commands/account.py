@@ -11,6 +11,7 @@ import accountants as acc
 from accountants import _validate as check
 from accountants import describe
 from accountants._validate import InputError
+from accountants.results import check_bracket
 from audit import formatting as fmt
 
 JSON_FORMAT = "dpaudit.account/2"  # /2: "spec" is accountants.describe.to_dict (dpaudit.spec/1)
@@ -250,6 +251,8 @@ def _run_shuffle(args: argparse.Namespace, spec: acc.DPSGD) -> int:
         poisson = acc.DPSGD(spec.noise_multiplier, acc.Poisson(spec.sampling.rate), spec.steps, spec.neighbouring,
                             spec.group_size)
         ups = {n: (acc.delta(spec, args.epsilon, method=n), acc.delta(poisson, args.epsilon, method=n)) for n in names}
+        for u, _ in ups.values():  # a certified lower δ above any upper δ is a bug, never output
+            check_bracket(low, u.value, "delta")
         if args.json:
             out = {"format": JSON_FORMAT, "spec": spec.to_dict(), "epsilon": args.epsilon, "lower": low,
                    "methods": {n: {"upper": u.to_dict(), "poisson": p.to_dict()} for n, (u, p) in ups.items()}}

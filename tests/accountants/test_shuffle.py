@@ -478,3 +478,16 @@ def test_a_lower_end_above_the_upper_is_an_internal_error(monkeypatch, capsys):
     assert main(argv) == 3
     captured = capsys.readouterr()
     assert "50.07" not in captured.out and "BracketError" in captured.err
+
+
+def test_account_delta_query_checks_the_lower_delta_against_every_upper(monkeypatch, capsys):
+    """`account --sampling shuffle --epsilon E` printed the certified lower δ beside the upper δ unchecked;
+    a lower δ above an upper δ is now an internal error (exit 3), never two numbers (issue 22 §1)."""
+    import accountants.shuffle as shuffle_mod
+    from audit.cli import main
+
+    args = ["account", "--sampling", "shuffle", "--noise-multiplier", "1", "--batch-size", "10",
+            "--dataset-size", "100", "--steps", "10", "--epsilon", "1"]
+    assert main(args) == 0
+    monkeypatch.setattr(shuffle_mod, "shuffle_lower_delta", lambda spec, eps: 1.0)  # a broken lower end
+    assert main(args) == 3
