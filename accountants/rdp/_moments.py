@@ -51,12 +51,17 @@ def _mode(c: Tensor, k: Tensor, positive: bool) -> Tensor:
     """Mode of g(y) = k log|e^y − 1| − (y + c/2)²/(2c) on y > 0 (or y < 0), by bisection.
 
     g is strictly concave on each half-line (log|e^y − 1| is concave there), so g' is decreasing
-    and has one root per side.
+    and has one root per side. The bisection runs until the bracket is below 1e-6 √c (the
+    quadrature's node spacing is √c/10): the modes are ≈ ±√(kc) for small c, and a fixed count
+    of halvings of the O(10) bracket left them ~1e-35 off at c = 4e-80 (σ = 1e40), which then
+    cost ~1e6 quadrature nodes per moment.
     """
     span = k * c + 10.0 * torch.sqrt(c) + c + 10.0
     lo = torch.zeros_like(span) if positive else -span
     hi = span if positive else torch.zeros_like(span)
-    for _ in range(120):
+    # ≤ ~1,100 halvings even at c ≈ 1e-308 (every float64 c > 0 here: tinier c is answered apart).
+    steps = int(torch.ceil(torch.log2((span / (1e-6 * torch.sqrt(c))).max())).item()) if c.numel() else 0
+    for _ in range(max(120, steps + 1)):
         mid = 0.5 * (lo + hi)
         if positive:
             g = k / (-torch.expm1(-mid)) - (mid + 0.5 * c) / c
