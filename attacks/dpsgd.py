@@ -333,16 +333,13 @@ class NoiseStream:
     length T·D (tests/attacks/test_dpsgd.py pins this for float32 and float64).
     """
 
-    def __init__(self, states: list[Tensor], steps: int, dim: int, dtype: torch.dtype) -> None:
+    def __init__(self, gens: list[torch.Generator], steps: int, dim: int, dtype: torch.dtype) -> None:
+        """``gens``: per model, a generator at the start of its noise (nothing else may draw from it)."""
         self.steps, self.dim, self.dtype = steps, dim, dtype
-        self.block_steps = max(1, min(steps, _NOISE_BLOCK_ELEMS // max(1, len(states) * dim)))
-        self._gens = []
-        for st in states:
-            g = torch.Generator()
-            g.set_state(st)
-            self._gens.append(g)
-        self._drawn = [0] * len(states)  # numbers drawn so far per model (a multiple of 16 until the last call)
-        self._carry: list[Tensor] = [torch.empty(0, dtype=dtype) for _ in states]  # drawn, not yet used
+        self.block_steps = max(1, min(steps, _NOISE_BLOCK_ELEMS // max(1, len(gens) * dim)))
+        self._gens = list(gens)
+        self._drawn = [0] * len(gens)  # numbers drawn so far per model (a multiple of 16 until the last call)
+        self._carry: list[Tensor] = [torch.empty(0, dtype=dtype) for _ in gens]  # drawn, not yet used
 
     def rows(self, t0: int, t1: int) -> Tensor:
         """Rows t0 ≤ t < t1 of every model's noise, (R, t1 − t0, D); blocks must be asked in order."""
@@ -387,17 +384,26 @@ class Draws:
 def sample_draws(trainer, sampling, steps: int, dim: int, present: Tensor, gens: list, plan, expected: float,
                  n_data: int, m: int, dtype: torch.dtype) -> Draws:
     """Sampling stage: per model, in a fixed order from its generator, the initialisation (when
-    ``plan`` is given), the batches of all T steps, then its noise (the generator is advanced past
-    the noise exactly as one ``randn(T, D)`` would; the rows are drawn later, a block at a time)."""
+    ``plan`` is given), the batches of all T steps, then its noise (the rows are drawn later, a
+    block at a time, with the numbers and the generator's end state of one ``randn(T, D)``)."""
     T, D = steps, dim
-    theta0, sizes, canary_counts, states, rows = [], [], [], [], []
-    scratch = torch.empty(T, D, dtype=dtype)
+    theta0, sizes, canary_counts, noise_gens, rows = [], [], [], [], []
+    # A model's own generator draws its noise later (nothing else draws from it). A generator
+    # shared by models (or the global one) is copied at the noise start and advanced past the
+    # noise exactly as one randn(T, D) would, so the next model's draws are unchanged.
+    own = None not in gens and len({id(g) for g in gens}) == len(gens)
+    scratch = None if own else torch.empty(T, D, dtype=dtype)
     for r, g in enumerate(gens):
         if plan is not None:  # the draws of models.init_params(model, 1, g), flattened
             theta0.append(torch.cat([v.reshape(-1) for v in _models.draw_init(plan, g)]))
         c = trainer.batch_counts(sampling, T, present[r], g, expected)  # (T, N)
-        states.append((g if g is not None else torch.default_generator).get_state())
-        torch.randn(T, D, generator=g, dtype=dtype, out=scratch)  # advance g past the noise
+        if own:
+            noise_gens.append(g)
+        else:
+            copy = torch.Generator()
+            copy.set_state((g if g is not None else torch.default_generator).get_state())
+            noise_gens.append(copy)
+            torch.randn(T, D, generator=g, dtype=dtype, out=scratch)
         rows.append(_drawn_rows(c[:, :n_data], T))  # the (T, N) counts are not kept
         sizes.append(c.sum(dim=1, dtype=torch.int64))
         if m:
@@ -418,7 +424,7 @@ def sample_draws(trainer, sampling, steps: int, dim: int, present: Tensor, gens:
         widths=widths,
         batch_sizes=torch.stack(sizes),
         canary_counts=torch.stack(canary_counts) if m else None,
-        noise=NoiseStream(states, T, D, dtype),
+        noise=NoiseStream(noise_gens, T, D, dtype),
     )
 
 

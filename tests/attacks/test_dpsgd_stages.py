@@ -19,12 +19,14 @@ def test_noise_stream_equals_one_randn_call(dtype, T, D, block, monkeypatch):
     # from that model's generator. Exact equality (the same uniforms, the same 16-value blocks).
     monkeypatch.setattr(dpsgd, "_NOISE_BLOCK_ELEMS", 2 * D * block)
     gens = [torch.Generator().manual_seed(s) for s in (3, 4)]
-    states = [g.get_state() for g in gens]
-    want = torch.stack([torch.randn(T, D, generator=g, dtype=dtype) for g in gens])
-    stream = dpsgd.NoiseStream(states, T, D, dtype)
+    ref = [torch.Generator().manual_seed(s) for s in (3, 4)]
+    want = torch.stack([torch.randn(T, D, generator=g, dtype=dtype) for g in ref])
+    stream = dpsgd.NoiseStream(gens, T, D, dtype)
     assert stream.block_steps == min(T, block)
     got = torch.cat([stream.rows(t, min(T, t + block)) for t in range(0, T, block)], dim=1)
     assert torch.equal(got, want)
+    # and each generator ends where one randn(T, D) leaves it
+    assert all(torch.equal(g.get_state(), h.get_state()) for g, h in zip(gens, ref, strict=True))
 
 
 def test_noise_is_not_materialised_for_all_steps(digits100, monkeypatch):
@@ -66,6 +68,34 @@ def test_block_size_does_not_change_a_run(digits100, shared, monkeypatch):
     assert all(torch.equal(a.params[k], b.params[k]) for k in a.params)
     if shared:
         assert torch.equal(sa, sb)
+
+
+def test_generators_end_where_the_old_trainer_left_them(digits100):
+    # Before the stream, train drew randn(T, D) per model right after its batches; a caller's
+    # generators (own or shared) must end in that same state. Reference: the same draws by hand.
+    from attacks import samplers
+
+    spec = acc.DPSGD(1.0, acc.Poisson(0.1), steps=5)
+    model = models.logistic_regression(64, 10)
+    present = torch.ones(100, dtype=torch.bool)
+
+    def by_hand(g):
+        models.draw_init(models.init_plan(model, models.Init.DEFAULT, torch.float64), g)
+        samplers.sample_counts(spec.sampling, 5, present, g)
+        torch.randn(5, 650, generator=g, dtype=torch.float64)
+
+    own = [torch.Generator().manual_seed(s) for s in (1, 2)]
+    dpsgd.train(spec, model, digits100, clip_norm=1.0, learning_rate=0.5, n_models=2, generator=own)
+    for s, g in zip((1, 2), own, strict=True):
+        ref = torch.Generator().manual_seed(s)
+        by_hand(ref)
+        assert torch.equal(g.get_state(), ref.get_state())
+    shared = torch.Generator().manual_seed(7)
+    dpsgd.train(spec, model, digits100, clip_norm=1.0, learning_rate=0.5, n_models=2, generator=shared)
+    ref = torch.Generator().manual_seed(7)
+    by_hand(ref)
+    by_hand(ref)
+    assert torch.equal(shared.get_state(), ref.get_state())
 
 
 def test_stages_compose_to_one_step(digits100):
