@@ -21,6 +21,7 @@ Needs the `peers` extra (opacus, dp-accounting); a missing peer is reported and 
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import statistics
 import subprocess
@@ -61,6 +62,7 @@ def peers() -> dict[str, object]:
     try:
         import dp_accounting  # noqa: F401
 
+        logging.getLogger().setLevel(logging.ERROR)  # its per-order "failed to converge" notes
         out["dp_accounting RDP"] = dpacc_eps
     except ImportError:
         print("dp_accounting not installed: skipped")
