@@ -172,7 +172,8 @@ class _Tables(NamedTuple):
 
 def _tables(sigma: Tensor, kmax: int) -> _Tables:
     """Moment tables up to k = kmax + 1 and B̃ up to kmax for the 1-D tensor ``sigma``."""
-    kmax = int(2 ** math.ceil(math.log2(max(kmax, 8))))  # bucket for cache hits
+    # bucket for cache hits: multiples of 128 (powers of two padded kmax = 1,025 to 2,048, 4× the table)
+    kmax = 128 * math.ceil(max(kmax, 8) / 128)
     flat = sigma.detach().to(torch.float64).cpu()
     uniq, inv = torch.unique(flat, return_inverse=True)
     mag, sign = _moment_table(tuple(uniq.tolist()), kmax + 1)
