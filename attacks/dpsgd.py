@@ -385,17 +385,34 @@ def sample_draws(trainer, sampling, steps: int, dim: int, present: Tensor, gens:
                  n_data: int, m: int, dtype: torch.dtype) -> Draws:
     """Sampling stage: per model, in a fixed order from its generator, the initialisation (when
     ``plan`` is given), the batches of all T steps, then its noise (the rows are drawn later, a
-    block at a time, with the numbers and the generator's end state of one ``randn(T, D)``)."""
-    T, D = steps, dim
-    theta0, sizes, canary_counts, noise_gens, rows = [], [], [], [], []
+    block at a time, with the numbers and the generator's end state of one ``randn(T, D)``).
+
+    Every per-model result is written into a store allocated up front: small tensors kept per
+    model between the samplers' large (T, N) temporaries fragment the heap (glibc's dynamic mmap
+    threshold), which grew memory with models × steps although nothing of that size was kept.
+    """
+    T, D, R = steps, dim, len(gens)
+    noise_gens: list[torch.Generator] = []
     # A model's own generator draws its noise later (nothing else draws from it). A generator
     # shared by models (or the global one) is copied at the noise start and advanced past the
     # noise exactly as one randn(T, D) would, so the next model's draws are unchanged.
     own = None not in gens and len({id(g) for g in gens}) == len(gens)
     scratch = None if own else torch.empty(T, D, dtype=dtype)
+    n = present.shape[1]
+    rate = min(1.0, expected / max(1, n))
+    cap = max(1, min(n_data, int(expected + 6 * (n * rate * (1 - rate)) ** 0.5) + 1))  # widest plausible step
+    idx = torch.zeros(R, T, cap, dtype=torch.int64)
+    cnt = torch.zeros(R, T, cap, dtype=samplers.COUNT_DTYPE)
+    k = torch.zeros(R, T, dtype=torch.int64)  # natural records drawn per step
+    sizes = torch.zeros(R, T, dtype=torch.int64)
+    can = torch.zeros(R, T, m, dtype=samplers.COUNT_DTYPE) if m else None
+    theta0 = None
     for r, g in enumerate(gens):
         if plan is not None:  # the draws of models.init_params(model, 1, g), flattened
-            theta0.append(torch.cat([v.reshape(-1) for v in _models.draw_init(plan, g)]))
+            flat = torch.cat([v.reshape(-1) for v in _models.draw_init(plan, g)])
+            if theta0 is None:
+                theta0 = torch.empty(R, flat.numel(), dtype=flat.dtype)
+            theta0[r] = flat
         c = trainer.batch_counts(sampling, T, present[r], g, expected)  # (T, N)
         if own:
             noise_gens.append(g)
@@ -404,45 +421,41 @@ def sample_draws(trainer, sampling, steps: int, dim: int, present: Tensor, gens:
             copy.set_state((g if g is not None else torch.default_generator).get_state())
             noise_gens.append(copy)
             torch.randn(T, D, generator=g, dtype=dtype, out=scratch)
-        rows.append(_drawn_rows(c[:, :n_data], T))  # the (T, N) counts are not kept
-        sizes.append(c.sum(dim=1, dtype=torch.int64))
+        need = _drawn_rows(c[:, :n_data], idx[r], cnt[r], k[r])  # the (T, N) counts are not kept
+        if need > idx.shape[2]:  # wider than planned (rare): grow the stores and redo this model's rows
+            idx = torch.cat([idx, torch.zeros(R, T, need - idx.shape[2], dtype=idx.dtype)], dim=2)
+            cnt = torch.cat([cnt, torch.zeros(R, T, need - cnt.shape[2], dtype=cnt.dtype)], dim=2)
+            _drawn_rows(c[:, :n_data], idx[r], cnt[r], k[r])
+        sizes[r] = c.sum(dim=1, dtype=torch.int64)
         if m:
-            canary_counts.append(c[:, n_data:])
-    R = len(gens)
-    k = torch.stack([per_step for _, _, per_step in rows])  # (R, T) natural records drawn
+            can[r] = c[:, n_data:]
     widths = k.amax(dim=0).tolist()
     W = max(widths, default=0)
-    idx = torch.zeros(R, T, W, dtype=torch.int64)
-    cnt = torch.zeros(R, T, W, dtype=samplers.COUNT_DTYPE)
-    for r, (ix, ct, _) in enumerate(rows):
-        idx[r, :, : ix.shape[1]] = ix
-        cnt[r, :, : ct.shape[1]] = ct
     return Draws(
-        theta0=torch.stack(theta0) if plan is not None else None,
-        idx=idx,
-        cnt=cnt,
+        theta0=theta0,
+        idx=idx[:, :, :W].contiguous(),
+        cnt=cnt[:, :, :W].contiguous(),
         widths=widths,
-        batch_sizes=torch.stack(sizes),
-        canary_counts=torch.stack(canary_counts) if m else None,
+        batch_sizes=sizes,
+        canary_counts=can,
         noise=NoiseStream(noise_gens, T, D, dtype),
     )
 
 
-def _drawn_rows(c: Tensor, steps: int) -> tuple[Tensor, Tensor, Tensor]:
-    """One model's drawn natural records of every step, in record order: index and count, each
-    (T, k_max) padded with record 0 and count 0, and the number drawn per step (T,)."""
+def _drawn_rows(c: Tensor, idx: Tensor, cnt: Tensor, per_step: Tensor) -> int:
+    """One model's drawn natural records of every step, in record order, written into ``idx`` and
+    ``cnt`` (T, W) (padding: record 0, count 0) when they fit, and the number drawn per step into
+    ``per_step`` (T,). Returns the width this model needs."""
     ti = torch.nonzero(c)  # row-major: grouped by step, records ascending
-    per_step = torch.bincount(ti[:, 0], minlength=steps)
+    per_step.copy_(torch.bincount(ti[:, 0], minlength=c.shape[0]))
     width = int(per_step.max()) if per_step.numel() else 0
-    idx = torch.zeros(steps, width, dtype=torch.int64)
-    cnt = torch.zeros(steps, width, dtype=c.dtype)
-    if ti.shape[0]:
+    if ti.shape[0] and width <= idx.shape[1]:
         # position j within its step: rank − the step's first rank
         start = per_step.cumsum(0) - per_step
         j = torch.arange(ti.shape[0]) - start.index_select(0, ti[:, 0])
         idx[ti[:, 0], j] = ti[:, 1]
         cnt[ti[:, 0], j] = c[ti[:, 0], ti[:, 1]]
-    return idx, cnt, per_step
+    return width
 
 
 class _StepGradients:
