@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import warnings
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -20,7 +21,7 @@ from ._validate import InputError, InputTypeError, UnsupportedError
 from .events import DPSGD, Composed
 from .orders import default_orders, near_one_orders
 from .rdp import delta_from_rdp, eps_from_rdp, rdp_poisson_gaussian, step_rdp, unsupported_reason
-from .rdp.conversion import minimise_over_orders
+from .rdp.conversion import minimise_over_orders, steps_factor
 from .results import DeltaBound, EpsilonBound
 from .shuffle import has_shuffle, reduce_shuffle, upper_theorem
 
@@ -133,7 +134,7 @@ class RdpMethod:
         theorems = []
         for p in _parts(spec):
             r, thm = step_rdp(p, orders)
-            total = total + p.steps * r
+            total = total + steps_factor(p.steps) * r
             theorems.append(thm)
         return total, "; ".join(dict.fromkeys(theorems)) or None
 
@@ -264,18 +265,54 @@ def poisson_epsilon(
     check.in_range(0.0, 1.0, closed="neither", delta=delta)
     default = orders is None
     orders = default_orders(sigma.dtype, sigma.device) if default else torch.as_tensor(orders, dtype=sigma.dtype)
-    sigma, q, t = torch.broadcast_tensors(sigma, q, t)
+    delta_t = torch.as_tensor(delta, dtype=sigma.dtype, device=sigma.device)
+    sigma, q, t, delta_t = torch.broadcast_tensors(sigma, q, t, delta_t)
+    shape = sigma.shape
+    sigma, q, t, delta_t = (x.reshape(-1) for x in (sigma, q, t, delta_t))
+    low = near_one_orders(sigma.dtype, sigma.device) if default else None
+    # Configurations are taken in chunks so that memory stays flat in their number (the series
+    # are themselves chunked by element); the chunking moves values only within the series'
+    # certified tolerance (where the fractional series stop, ≤ 1e-11 relative).
+    step = max(1, _BATCH_ELEMS // max(1, orders.numel()))
+    eps = torch.empty_like(sigma)
+    best = torch.empty_like(sigma)
+    caught: list[warnings.WarningMessage] = []
+    for start in range(0, sigma.numel(), step):
+        sl = slice(start, start + step)
+        with warnings.catch_warnings(record=True) as rec:
+            warnings.simplefilter("always")
+            eps[sl], best[sl] = _poisson_chunk(sigma[sl], q[sl], t[sl], delta_t[sl], orders, low, warn)
+        caught.extend(rec)
+    # Each distinct warning once for the whole batch, as for an unchunked call.
+    for msg in dict.fromkeys((w.category, str(w.message)) for w in caught):
+        warnings.warn(msg[1], msg[0], stacklevel=2)
+    return eps.reshape(shape), best.reshape(shape)
+
+
+# Configurations × orders per chunk of poisson_epsilon: ≈ 3,000 configurations of the default grid,
+# so that the per-configuration tables of the integer orders (× 1,023 terms) stay ≈ 32 MiB.
+_BATCH_ELEMS = 1 << 19
+
+
+def _poisson_chunk(
+    sigma: Tensor, q: Tensor, t: Tensor, delta: Tensor, orders: Tensor, low: Tensor | None, warn: bool
+) -> tuple[Tensor, Tensor]:
+    """poisson_epsilon on 1-D configurations; the low orders only where the best base order is 1.1."""
 
     def curve_at(o: Tensor) -> Tensor:
         return t[..., None] * rdp_poisson_gaussian(o, q[..., None], sigma[..., None])
+
+    def curve_rows(o: Tensor, rows: Tensor) -> Tensor:
+        return t[rows, None] * rdp_poisson_gaussian(o, q[rows, None], sigma[rows, None])
 
     return minimise_over_orders(
         curve_at,
         functools.partial(_eps_at, delta=delta),
         orders,
-        low_extension=near_one_orders(sigma.dtype, sigma.device) if default else None,
-        refine=8 if default else 0,
+        low_extension=low,
+        refine=8 if low is not None else 0,
         warn=warn,
+        curve_rows=curve_rows,
     )
 
 

@@ -18,9 +18,14 @@ over examples. All randomness of model r (initialisation, batches, noise) comes 
 its own generator, in that order, so a model's run does not depend on the other models beside it.
 
 Device and dtype follow ``data.x``: the per-model draws come from CPU generators (so a model's
-randomness is the same on every device), are made once before the loop and moved to the data's
-device in one transfer each; the step loop then runs on that device with no transfer and no
-host synchronisation (the gather widths of every step are computed up front).
+randomness is the same on every device). Batches are drawn before the loop and moved to the
+data's device in one transfer each; the noise is drawn a block of steps at a time
+(:class:`NoiseStream`, the same numbers as one ``randn(T, D)`` per model, so memory grows with
+the models and not with models × steps), one transfer per block. The step loop makes no other
+transfer and no host synchronisation (the gather widths of every step are computed up front).
+The stages of a step are separate functions: :func:`sample_draws` (sampling),
+``_StepGradients.clipped_sum`` (per-example gradients and clipping), :func:`add_noise` and
+:func:`update`.
 :func:`bytes_per_model` estimates the memory one model takes, so callers can size chunks to a
 memory budget (:func:`models_that_fit`).
 
@@ -55,8 +60,8 @@ from . import samplers
 from .data import Dataset
 from .faults import Fault, FaultBase, describe
 
-__all__ = ["TrainResult", "bytes_per_model", "default_memory_bytes", "models_that_fit", "per_example_gradients",
-           "resolve_device", "train"]
+__all__ = ["Draws", "NoiseStream", "TrainResult", "add_noise", "bytes_per_model", "default_memory_bytes",
+           "models_that_fit", "per_example_gradients", "resolve_device", "sample_draws", "train", "update"]
 
 
 @dataclass(frozen=True)
@@ -211,6 +216,77 @@ def train(
     n_data = data.n
     gens = _generators(generator, R)
 
+    template, m, present = _checked_shapes(model, dtype, R, n_data, params, gradient_canaries, present, probes)
+    D = _models.num_params(template)
+    N = n_data + m
+    expected = samplers.expected_batch_size(spec.sampling, N)
+    plan = _models.init_plan(model, init, dtype) if params is None else None
+    draws = sample_draws(trainer, spec.sampling, T, D, present, gens, plan, expected, n_data, m, dtype)
+    theta = (draws.theta0 if params is None else _models.flatten(params).to(dtype).clone()).to(dev)
+    initial = theta.clone() if keep_initial else None
+    idx_t, cnt_t = draws.idx.to(dev), draws.cnt.to(dev)
+    can_t = draws.canary_counts.to(dev) if m else None  # (R, T, m)
+    batch_sizes = draws.batch_sizes.to(dev)  # (R, T) realised draws, canary slots included
+
+    noise_std = trainer.noise_std(sigma * C)
+    clip_to = trainer.clip_norm(C)  # None: no clipping
+
+    canary_sum = None
+    if m:
+        gc = gradient_canaries.to(device=dev, dtype=dtype)
+        if clip_to is not None:
+            gc = gc * torch.clamp(clip_to / gc.norm(dim=1, keepdim=True), max=1.0)
+        canary_sum = gc  # (m, D)
+    unit_probes = None
+    if probes is not None:
+        pr = probes.to(device=dev, dtype=dtype)
+        unit_probes = pr / pr.norm(dim=1, keepdim=True)
+
+    grads = _StepGradients(model, template, X, Y, R, max(draws.widths, default=0), closed_form)
+    obs = torch.empty(R, T, probes.shape[0], dtype=dtype, device=dev) if probes is not None else None
+    norms = torch.empty(R, T, dtype=dtype, device=dev)
+    updates = torch.empty(R, T, D, dtype=dtype, device=dev) if record_updates else None
+
+    block = draws.noise.block_steps
+    noise_blk = None
+    steps = tqdm(range(T), desc="DP-SGD steps", leave=False) if progress else range(T)
+    for t in steps:
+        if t % block == 0:  # the next block of every model's noise rows, one transfer
+            noise_blk = draws.noise.rows(t, min(T, t + block)).to(dev)
+        width = draws.widths[t]
+        s = torch.zeros(R, D, dtype=dtype, device=dev)
+        if width:
+            s = grads.clipped_sum(theta, idx_t[:, t, :width], cnt_t[:, t, :width].to(dtype), clip_to)
+        if m:
+            s = s + can_t[:, t].to(dtype) @ canary_sum
+        noisy = add_noise(s, noise_std, noise_blk[:, t % block])
+        theta, u = update(trainer, theta, noisy, expected, batch_sizes[:, t], learning_rate)
+        norms[:, t] = u.norm(dim=1) * (expected / C)
+        if obs is not None:
+            obs[:, t] = (u @ unit_probes.T) * (expected / C)
+        if updates is not None:
+            updates[:, t] = u
+
+    def back(t: Tensor | None) -> Tensor | None:  # one transfer per result tensor, after the loop
+        return None if t is None else t.to(home)
+
+    return TrainResult(
+        params=_models.unflatten(back(theta), template),
+        observations=back(obs),
+        update_norms=back(norms),
+        batch_sizes=back(batch_sizes),
+        updates=back(updates),
+        expected_batch_size=float(expected),
+        fault=describe(fault),
+        initial=back(initial),
+    )
+
+
+def _checked_shapes(model: nn.Module, dtype: torch.dtype, R: int, n_data: int, params: dict[str, Tensor] | None,
+                    gradient_canaries: Tensor | None, present: Tensor | None,
+                    probes: Tensor | None) -> tuple[dict[str, Tensor], int, Tensor]:
+    """The parameter template, the number m of gradient-canary slots and the (R, N) CPU
+    ``present`` mask, after checking every shape against D and N = n_data + m."""
     if params is None:  # shapes only (zeros: no draw from any generator)
         template = _models.init_params(model, 1, init=_models.Init.ZEROS, dtype=dtype)
     else:
@@ -233,122 +309,198 @@ def train(
         raise InputError(f"present must be a bool tensor of shape (n_models={R}, N={N}); got {tuple(present.shape)}")
     if probes is not None and (probes.ndim != 2 or probes.shape[1] != D):
         raise InputError(f"probes must have shape (P, D={D}); got {tuple(probes.shape)}")
+    return template, m, present
 
-    expected = samplers.expected_batch_size(spec.sampling, N)
-    # Per-model randomness, in a fixed order: initialisation, batches, noise.
-    theta0, sizes, canary_counts = [], [], []
-    drawn_r, drawn_t, drawn_i, drawn_c, per_step = [], [], [], [], []
-    noise_cpu = torch.empty(R, T, D, dtype=dtype)
-    plan = _models.init_plan(model, init, dtype) if params is None else None
+
+# ------------------------------------------------------------------------------ the stages of a step
+#
+# sample_draws (every model's initialisation, batches and noise stream, in that order per
+# generator), _StepGradients.clipped_sum (per-example gradients and clipping), add_noise, update.
+
+
+# Noise rows are materialised this many numbers at a time (all models × a block of steps).
+_NOISE_BLOCK_ELEMS = 1 << 22
+
+
+class NoiseStream:
+    """Row t of ``torch.randn(T, D, generator=g_r)`` for every model r, drawn a block of steps at a time.
+
+    Holds each model's generator state at the start of its noise, not the R·T·D numbers. The CPU
+    normal sampler fills the uniforms of a call in order and transforms them in independent
+    blocks of 16, recomputing the last 16 values of a call from 16 further uniforms when the
+    length is not a multiple of 16. Consecutive calls whose lengths are multiples of 16, then
+    one call for the rest (at least 16 numbers), therefore give the same numbers as one call of
+    length T·D (tests/attacks/test_dpsgd.py pins this for float32 and float64).
+    """
+
+    def __init__(self, gens: list[torch.Generator], steps: int, dim: int, dtype: torch.dtype) -> None:
+        """``gens``: per model, a generator at the start of its noise (nothing else may draw from it)."""
+        self.steps, self.dim, self.dtype = steps, dim, dtype
+        self.block_steps = max(1, min(steps, _NOISE_BLOCK_ELEMS // max(1, len(gens) * dim)))
+        self._gens = list(gens)
+        self._drawn = [0] * len(gens)  # numbers drawn so far per model (a multiple of 16 until the last call)
+        self._carry: list[Tensor] = [torch.empty(0, dtype=dtype) for _ in gens]  # drawn, not yet used
+
+    def rows(self, t0: int, t1: int) -> Tensor:
+        """Rows t0 ≤ t < t1 of every model's noise, (R, t1 − t0, D); blocks must be asked in order."""
+        size, need = self.steps * self.dim, (t1 - t0) * self.dim
+        out = torch.empty(len(self._gens), t1 - t0, self.dim, dtype=self.dtype)
+        for r, g in enumerate(self._gens):
+            have = self._carry[r]
+            if have.numel() < need:
+                n = -(-(t1 * self.dim) // 16) * 16
+                if n > size - 16:  # the last call takes all the rest (its tail rule is the full call's)
+                    n = size
+                have = torch.cat([have, torch.randn(n - self._drawn[r], generator=g, dtype=self.dtype)])
+                self._drawn[r] = n
+            out[r] = have[:need].view(t1 - t0, self.dim)
+            self._carry[r] = have[need:]
+        return out
+
+
+@dataclass(frozen=True)
+class Draws:
+    """What :func:`sample_draws` drew for R models and T steps (CPU tensors).
+
+    Attributes:
+        theta0: (R, D) initial parameters, or None when the caller gave them.
+        idx, cnt: (R, T, W) record index and draw count of each model's j-th drawn natural record
+            of step t (record order); padding is record 0 with count 0 (contributes exactly 0).
+        widths: per step, the most natural records any model draws (the gather width).
+        batch_sizes: (R, T) realised draws per step, canary slots included.
+        canary_counts: (R, T, m) draws of the gradient-canary slots, or None without canaries.
+        noise: each model's N(0, 1) noise stream of T rows of D numbers.
+    """
+
+    theta0: Tensor | None
+    idx: Tensor
+    cnt: Tensor
+    widths: list[int]
+    batch_sizes: Tensor
+    canary_counts: Tensor | None
+    noise: NoiseStream
+
+
+def sample_draws(trainer, sampling, steps: int, dim: int, present: Tensor, gens: list, plan, expected: float,
+                 n_data: int, m: int, dtype: torch.dtype) -> Draws:
+    """Sampling stage: per model, in a fixed order from its generator, the initialisation (when
+    ``plan`` is given), the batches of all T steps, then its noise (the rows are drawn later, a
+    block at a time, with the numbers and the generator's end state of one ``randn(T, D)``).
+
+    Every per-model result is written into a store allocated up front: small tensors kept per
+    model between the samplers' large (T, N) temporaries fragment the heap (glibc's dynamic mmap
+    threshold), which grew memory with models × steps although nothing of that size was kept.
+    """
+    T, D, R = steps, dim, len(gens)
+    noise_gens: list[torch.Generator] = []
+    # A model's own generator draws its noise later (nothing else draws from it). A generator
+    # shared by models (or the global one) is copied at the noise start and advanced past the
+    # noise exactly as one randn(T, D) would, so the next model's draws are unchanged.
+    own = None not in gens and len({id(g) for g in gens}) == len(gens)
+    scratch = None if own else torch.empty(T, D, dtype=dtype)
+    n = present.shape[1]
+    rate = min(1.0, expected / max(1, n))
+    cap = max(1, min(n_data, int(expected + 6 * (n * rate * (1 - rate)) ** 0.5) + 1))  # widest plausible step
+    idx = torch.zeros(R, T, cap, dtype=torch.int64)
+    cnt = torch.zeros(R, T, cap, dtype=samplers.COUNT_DTYPE)
+    k = torch.zeros(R, T, dtype=torch.int64)  # natural records drawn per step
+    sizes = torch.zeros(R, T, dtype=torch.int64)
+    can = torch.zeros(R, T, m, dtype=samplers.COUNT_DTYPE) if m else None
+    theta0 = None
     for r, g in enumerate(gens):
         if plan is not None:  # the draws of models.init_params(model, 1, g), flattened
-            theta0.append(torch.cat([v.reshape(-1) for v in _models.draw_init(plan, g)]))
-        c = trainer.batch_counts(spec.sampling, T, present[r], g, expected)  # (T, N)
-        torch.randn(T, D, generator=g, dtype=dtype, out=noise_cpu[r])
-        # the drawn natural records of every step, in record order (nonzero is row-major), while the
-        # counts are hot in cache; the (T, N) counts are not kept
-        ti = torch.nonzero(c[:, :n_data])
-        drawn_t.append(ti[:, 0])
-        drawn_i.append(ti[:, 1])
-        drawn_c.append(c[ti[:, 0], ti[:, 1]])
-        drawn_r.append(torch.full((ti.shape[0],), r, dtype=torch.int64))
-        per_step.append(torch.bincount(ti[:, 0], minlength=T))
-        sizes.append(c.sum(dim=1, dtype=torch.int64))
+            flat = torch.cat([v.reshape(-1) for v in _models.draw_init(plan, g)])
+            if theta0 is None:
+                theta0 = torch.empty(R, flat.numel(), dtype=flat.dtype)
+            theta0[r] = flat
+        c = trainer.batch_counts(sampling, T, present[r], g, expected)  # (T, N)
+        if own:
+            noise_gens.append(g)
+        else:
+            copy = torch.Generator()
+            copy.set_state((g if g is not None else torch.default_generator).get_state())
+            noise_gens.append(copy)
+            torch.randn(T, D, generator=g, dtype=dtype, out=scratch)
+        need = _drawn_rows(c[:, :n_data], idx[r], cnt[r], k[r])  # the (T, N) counts are not kept
+        if need > idx.shape[2]:  # wider than planned (rare): grow the stores and redo this model's rows
+            idx = torch.cat([idx, torch.zeros(R, T, need - idx.shape[2], dtype=idx.dtype)], dim=2)
+            cnt = torch.cat([cnt, torch.zeros(R, T, need - cnt.shape[2], dtype=cnt.dtype)], dim=2)
+            _drawn_rows(c[:, :n_data], idx[r], cnt[r], k[r])
+        sizes[r] = c.sum(dim=1, dtype=torch.int64)
         if m:
-            canary_counts.append(c[:, n_data:])
-    theta = (torch.stack(theta0) if params is None else _models.flatten(params).to(dtype).clone()).to(dev)
-    initial = theta.clone() if keep_initial else None
-    k = torch.stack(per_step)  # (R, T) natural records drawn
-    # gather width of every step (the most natural records any model draws), known before the loop
+            can[r] = c[:, n_data:]
     widths = k.amax(dim=0).tolist()
-    # (R, T, W) record index and draw count of each model's j-th drawn record of step t; padding:
-    # record 0 with count 0 (contributes exactly 0 to every sum)
     W = max(widths, default=0)
-    idx_cpu = torch.zeros(R, T, W, dtype=torch.int64)
-    cnt_cpu = torch.zeros(R, T, W, dtype=samplers.COUNT_DTYPE)
-    if W:
-        r_all, t_all = torch.cat(drawn_r), torch.cat(drawn_t)
-        # position j within its (r, t) row: the pairs come grouped by (r, t), so j = rank − row start
-        offsets = torch.cat([torch.zeros(1, dtype=torch.int64), k.reshape(-1).cumsum(0)[:-1]])
-        j_all = torch.arange(r_all.numel()) - offsets.index_select(0, r_all * T + t_all)
-        idx_cpu[r_all, t_all, j_all] = torch.cat(drawn_i)
-        cnt_cpu[r_all, t_all, j_all] = torch.cat(drawn_c)
-    idx_t, cnt_t = idx_cpu.to(dev), cnt_cpu.to(dev)
-    can_t = torch.stack(canary_counts).to(dev) if m else None  # (R, T, m)
-    batch_sizes = torch.stack(sizes).to(dev)  # (R, T) realised draws, canary slots included
-    noise_t = noise_cpu.to(dev)  # (R, T, D)
-
-    noise_std = trainer.noise_std(sigma * C)
-    clip_to = trainer.clip_norm(C)  # None: no clipping
-    clip = clip_to is not None
-
-    canary_sum = None
-    if m:
-        gc = gradient_canaries.to(device=dev, dtype=dtype)
-        if clip:
-            gc = gc * torch.clamp(clip_to / gc.norm(dim=1, keepdim=True), max=1.0)
-        canary_sum = gc  # (m, D)
-    unit_probes = None
-    if probes is not None:
-        pr = probes.to(device=dev, dtype=dtype)
-        unit_probes = pr / pr.norm(dim=1, keepdim=True)
-
-    ghost = _ghost.for_model(model) if closed_form else None
-    per_ex = _stacked_per_example_gradients(model)
-    obs = torch.empty(R, T, probes.shape[0], dtype=dtype, device=dev) if probes is not None else None
-    norms = torch.empty(R, T, dtype=dtype, device=dev)
-    updates = torch.empty(R, T, D, dtype=dtype, device=dev) if record_updates else None
-
-    xbuf = torch.empty((R * W, *X.shape[1:]), dtype=dtype, device=dev)  # the gathered inputs of a step
-    steps = tqdm(range(T), desc="DP-SGD steps", leave=False) if progress else range(T)
-    for t in steps:
-        width = widths[t]
-        s = torch.zeros(R, D, dtype=dtype, device=dev)
-        if width:
-            # the drawn records (in record order), padded with weight 0 (models draw different numbers)
-            idx = idx_t[:, t, :width]
-            w = cnt_t[:, t, :width].to(dtype)  # (R, B) draw counts, 0 on padding
-            theta_d = _models.unflatten(theta, template)
-            # into a buffer allocated once: a fresh R·B·F tensor every step costs page faults (~8× the copy)
-            xb = torch.index_select(X, 0, idx.reshape(-1), out=xbuf[: R * width]).view(R, width, *X.shape[1:])
-            yb = Y[idx]
-            if ghost is not None:  # closed form: norms and the weighted sum without the B × D gradients
-                sq, weighted_sum = ghost(theta_d, xb, yb)
-            else:
-                grads = per_ex(theta_d, xb, yb)
-                flat = [v.reshape(R, width, -1) for v in grads.values()]
-                sq = sum(torch.einsum("rbk,rbk->rb", f, f) for f in flat)
-            if clip:
-                w = w * torch.clamp(clip_to / sq.sqrt(), max=1.0)  # norm 0 -> inf -> 1
-            if ghost is not None:
-                sums = weighted_sum(w)
-                s = torch.cat([sums[k].reshape(R, -1) for k in template], dim=1)
-            else:
-                s = torch.cat([torch.einsum("rb,rbk->rk", w, f) for f in flat], dim=1)
-        if m:
-            s = s + can_t[:, t].to(dtype) @ canary_sum
-        noisy = s + noise_std * noise_t[:, t]
-        u = trainer.normalise(noisy, expected, batch_sizes[:, t])
-        theta = theta - learning_rate * u
-        norms[:, t] = u.norm(dim=1) * (expected / C)
-        if obs is not None:
-            obs[:, t] = (u @ unit_probes.T) * (expected / C)
-        if updates is not None:
-            updates[:, t] = u
-    def back(t: Tensor | None) -> Tensor | None:  # one transfer per result tensor, after the loop
-        return None if t is None else t.to(home)
-
-    return TrainResult(
-        params=_models.unflatten(back(theta), template),
-        observations=back(obs),
-        update_norms=back(norms),
-        batch_sizes=back(batch_sizes),
-        updates=back(updates),
-        expected_batch_size=float(expected),
-        fault=describe(fault),
-        initial=back(initial),
+    return Draws(
+        theta0=theta0,
+        idx=idx[:, :, :W].contiguous(),
+        cnt=cnt[:, :, :W].contiguous(),
+        widths=widths,
+        batch_sizes=sizes,
+        canary_counts=can,
+        noise=NoiseStream(noise_gens, T, D, dtype),
     )
 
+
+def _drawn_rows(c: Tensor, idx: Tensor, cnt: Tensor, per_step: Tensor) -> int:
+    """One model's drawn natural records of every step, in record order, written into ``idx`` and
+    ``cnt`` (T, W) (padding: record 0, count 0) when they fit, and the number drawn per step into
+    ``per_step`` (T,). Returns the width this model needs."""
+    ti = torch.nonzero(c)  # row-major: grouped by step, records ascending
+    per_step.copy_(torch.bincount(ti[:, 0], minlength=c.shape[0]))
+    width = int(per_step.max()) if per_step.numel() else 0
+    if ti.shape[0] and width <= idx.shape[1]:
+        # position j within its step: rank − the step's first rank
+        start = per_step.cumsum(0) - per_step
+        j = torch.arange(ti.shape[0]) - start.index_select(0, ti[:, 0])
+        idx[ti[:, 0], j] = ti[:, 1]
+        cnt[ti[:, 0], j] = c[ti[:, 0], ti[:, 1]]
+    return width
+
+
+class _StepGradients:
+    """Per-example gradients and clipping stage: the clipped (weighted) gradient sum of a step."""
+
+    def __init__(self, model: nn.Module, template: dict[str, Tensor], X: Tensor, Y: Tensor, R: int, width: int,
+                 closed_form: bool) -> None:
+        self.template, self.X, self.Y, self.R = template, X, Y, R
+        self.ghost = _ghost.for_model(model) if closed_form else None
+        self.per_ex = _stacked_per_example_gradients(model)
+        # the gathered inputs of a step, into a buffer allocated once: a fresh R·B·F tensor every
+        # step costs page faults (~8× the copy)
+        self.xbuf = torch.empty((R * width, *X.shape[1:]), dtype=X.dtype, device=X.device)
+
+    def clipped_sum(self, theta: Tensor, idx: Tensor, w: Tensor, clip_to: float | None) -> Tensor:
+        """Σ_i w_i·min(1, C/‖g_i‖)·g_i for each model: (R, D). idx, w: (R, B) records and draw
+        counts (0 on padding); ``clip_to`` None: no clipping."""
+        R, width, X = self.R, idx.shape[1], self.X
+        theta_d = _models.unflatten(theta, self.template)
+        xb = torch.index_select(X, 0, idx.reshape(-1), out=self.xbuf[: R * width]).view(R, width, *X.shape[1:])
+        yb = self.Y[idx]
+        if self.ghost is not None:  # closed form: norms and the weighted sum without the B × D gradients
+            sq, weighted_sum = self.ghost(theta_d, xb, yb)
+        else:
+            grads = self.per_ex(theta_d, xb, yb)
+            flat = [v.reshape(R, width, -1) for v in grads.values()]
+            sq = sum(torch.einsum("rbk,rbk->rb", f, f) for f in flat)
+        if clip_to is not None:
+            w = w * torch.clamp(clip_to / sq.sqrt(), max=1.0)  # norm 0 -> inf -> 1
+        if self.ghost is not None:
+            sums = weighted_sum(w)
+            return torch.cat([sums[k].reshape(R, -1) for k in self.template], dim=1)
+        return torch.cat([torch.einsum("rb,rbk->rk", w, f) for f in flat], dim=1)
+
+
+def add_noise(s: Tensor, noise_std: float, z: Tensor) -> Tensor:
+    """Noise stage: s + σC·z for the clipped sums s (R, D) and standard normal rows z (R, D)."""
+    return s + noise_std * z
+
+
+def update(trainer, theta: Tensor, noisy: Tensor, expected: float, batch_sizes: Tensor,
+           learning_rate: float) -> tuple[Tensor, Tensor]:
+    """Update stage: u = noisy / E|B| (or the fault's normaliser), θ ← θ − η·u; returns (θ, u)."""
+    u = trainer.normalise(noisy, expected, batch_sizes)
+    return theta - learning_rate * u, u
 
 
 # ----------------------------------------------------------------------------------- memory budget
@@ -380,7 +532,9 @@ def bytes_per_model(spec: DPSGD, model: nn.Module, data: Dataset, *, m: int = 0,
 
     Counts what scales with the number of models R: the T×N draw counts (one model's at a time
     since the drawn records are indexed up front: kept as a margin), the T×B index and counts of
-    the drawn records, the T×D noise drawn up front, the per-example gradients of a step (width
+    the drawn records, the noise rows of the current block (:class:`NoiseStream`: all models'
+    blocks together stay under ``_NOISE_BLOCK_ELEMS`` numbers, at least one step, so two rows
+    of D per model is the margin), the per-example gradients of a step (width
     B × D, three live copies while clipping and summing; the closed form of :mod:`attacks.ghost`
     needs less), the activations of B examples (three copies: forward, saved for backward, gradient),
     the gathered inputs, the recorded statistics, and a 1.5× margin for allocator slack. B is the
@@ -400,7 +554,7 @@ def bytes_per_model(spec: DPSGD, model: nn.Module, data: Dataset, *, m: int = 0,
     example = torch.zeros((1, *data.x.shape[1:]), dtype=data.x.dtype)  # data may hold no natural record (crafted)
     F_ = int(example.numel())
     A = _activation_numel(model, example)
-    total = (T * N * samplers.COUNT_DTYPE.itemsize + T * D * s + 4 * D * s  # counts, noise, θ and update
+    total = (T * N * samplers.COUNT_DTYPE.itemsize + 2 * D * s + 4 * D * s  # counts, noise rows, θ and update
              + T * B * (8 + samplers.COUNT_DTYPE.itemsize)  # drawn-record index and count of every step
              + 3 * B * D * s + 3 * B * A * s + B * F_ * s  # per-example gradients, activations, inputs
              + T * (probes + 1) * s + (T * D * s if record_updates else 0))

@@ -34,7 +34,14 @@ class UsageError(InputError):
     """A usage error the CLI reports on one line and exits 2 (an :class:`accountants.InputError`)."""
 
 
-def build_parser() -> tuple[argparse.ArgumentParser, dict[str, object]]:
+def build_parser(argv: Sequence[str] | None = None) -> tuple[argparse.ArgumentParser, dict[str, object]]:
+    """The parser, and the module of each subcommand it imported.
+
+    With ``argv`` naming a subcommand, only that subcommand's module is imported (the others get
+    placeholder parsers): ``dpaudit account`` does not load scipy.stats, matplotlib or jinja2.
+    Without one (``dpaudit --help``, a usage error) every subcommand is imported, so the help
+    lists them all with their descriptions.
+    """
     parser = argparse.ArgumentParser(
         prog="dpaudit",
         description="Audit differentially private training: sound accountants, real attacks, honest statistics.",
@@ -43,8 +50,12 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, object]]:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
+    chosen = _chosen_command(argv)
     modules: dict[str, object] = {}
     for name in _COMMANDS:
+        if chosen is not None and name != chosen:
+            sub.add_parser(name)  # placeholder: never parsed, never listed (a command was named)
+            continue
         mod = importlib.import_module(f"audit.commands.{name}")
         mod.add_parser(sub)
         modules[name] = mod
@@ -61,9 +72,21 @@ def _subparser(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentP
     return parser  # pragma: no cover (build_parser always adds the subcommands)
 
 
+def _chosen_command(argv: Sequence[str] | None) -> str | None:
+    """The subcommand ``argv`` names before any top-level option, or None (then all are built)."""
+    if argv is None:
+        return None
+    for tok in argv:
+        if tok.startswith("-"):
+            return None  # -h/--help or a bad top-level flag: argparse needs the full parser
+        return tok if tok in _COMMANDS else None
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit code (see the module docstring)."""
-    parser, modules = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser, modules = build_parser(argv)
     args, extra = parser.parse_known_args(argv)
     if extra:  # a bad flag after the subcommand: that subcommand's usage, not the top level's (exit 2)
         _subparser(parser, args.command).error(f"unrecognized arguments: {' '.join(extra)}")

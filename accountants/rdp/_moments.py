@@ -21,7 +21,8 @@ import torch
 from torch import Tensor
 
 from .. import _validate as check
-from .._numerics import as_float, log_binom, log_expm1, logsumexp_signed
+from .._numerics import as_float, log_expm1, logsumexp_signed
+from .poisson import _log_binom_table
 
 __all__ = ["log_central_moments"]
 
@@ -39,7 +40,9 @@ def _direct_moments(c: Tensor, kmax: int) -> tuple[Tensor, Tensor, Tensor]:
     """
     k = torch.arange(0, kmax + 1, dtype=c.dtype, device=c.device)
     ll = k
-    lb = log_binom(k[:, None], ll[None, :])  # (K, L); −inf for ℓ > k
+    # (K, L); −inf for ℓ > k. From one lgamma table of the integers: the values of
+    # log_binom(k[:, None], ll[None, :]) (bit for bit) at a fraction of the cold cost.
+    lb = _log_binom_table(torch.lgamma(torch.arange(0, kmax + 2, dtype=c.dtype, device=c.device)), k, ll)
     sg = torch.where(torch.remainder(k[:, None] - ll[None, :], 2.0) == 0, 1.0, -1.0).to(c.dtype)
     t = lb[None] + c[:, None, None] * (ll * (ll - 1.0) / 2.0)  # (U, K, L)
     mag, sign = logsumexp_signed(t, sg.expand_as(t), dim=-1)
@@ -51,12 +54,17 @@ def _mode(c: Tensor, k: Tensor, positive: bool) -> Tensor:
     """Mode of g(y) = k log|e^y − 1| − (y + c/2)²/(2c) on y > 0 (or y < 0), by bisection.
 
     g is strictly concave on each half-line (log|e^y − 1| is concave there), so g' is decreasing
-    and has one root per side.
+    and has one root per side. The bisection runs until the bracket is below 1e-6 √c (the
+    quadrature's node spacing is √c/10): the modes are ≈ ±√(kc) for small c, and a fixed count
+    of halvings of the O(10) bracket left them ~1e-35 off at c = 4e-80 (σ = 1e40), which then
+    cost ~1e6 quadrature nodes per moment.
     """
     span = k * c + 10.0 * torch.sqrt(c) + c + 10.0
     lo = torch.zeros_like(span) if positive else -span
     hi = span if positive else torch.zeros_like(span)
-    for _ in range(120):
+    # ≤ ~1,100 halvings even at c ≈ 1e-308 (every float64 c > 0 here: tinier c is answered apart).
+    steps = int(torch.ceil(torch.log2((span / (1e-6 * torch.sqrt(c))).max())).item()) if c.numel() else 0
+    for _ in range(max(120, steps + 1)):
         mid = 0.5 * (lo + hi)
         if positive:
             g = k / (-torch.expm1(-mid)) - (mid + 0.5 * c) / c
@@ -164,7 +172,8 @@ class _Tables(NamedTuple):
 
 def _tables(sigma: Tensor, kmax: int) -> _Tables:
     """Moment tables up to k = kmax + 1 and B̃ up to kmax for the 1-D tensor ``sigma``."""
-    kmax = int(2 ** math.ceil(math.log2(max(kmax, 8))))  # bucket for cache hits
+    # bucket for cache hits: multiples of 128 (powers of two padded kmax = 1,025 to 2,048, 4× the table)
+    kmax = 128 * math.ceil(max(kmax, 8) / 128)
     flat = sigma.detach().to(torch.float64).cpu()
     uniq, inv = torch.unique(flat, return_inverse=True)
     mag, sign = _moment_table(tuple(uniq.tolist()), kmax + 1)

@@ -20,7 +20,7 @@ from torch import Tensor
 from .._numerics import as_float
 from ..orders import refine_orders
 
-__all__ = ["OrderGridWarning", "delta_from_rdp", "eps_from_rdp", "eps_terms", "minimise_over_orders"]
+__all__ = ["OrderGridWarning", "delta_from_rdp", "eps_from_rdp", "eps_terms", "minimise_over_orders", "steps_factor"]
 
 
 class OrderGridWarning(UserWarning):
@@ -47,6 +47,20 @@ def _warn_edge(best_idx: Tensor, orders: Tensor, finite: Tensor, what: str) -> N
             OrderGridWarning,
             stacklevel=3,
         )
+
+
+def steps_factor(steps: int) -> float:
+    """T as the float that multiplies a one-step RDP curve, rounded up.  Bound: upper.
+
+    RDP composes additively (Mironov 2017 Prop. 1), so T·ε(α) is the composed curve; a T above
+    2**53 is rounded to the next float up (never down), and a T beyond float64's range becomes
+    +inf (a valid, if useless, bound) instead of an OverflowError.
+    """
+    try:
+        f = float(steps)
+    except OverflowError:
+        return math.inf
+    return math.nextafter(f, math.inf) if f < steps else f
 
 
 def eps_terms(rdp: Tensor, orders: Tensor, delta: Tensor | float) -> Tensor:
@@ -109,6 +123,7 @@ def minimise_over_orders(
     refine: int = 8,
     warn: bool = True,
     what: str = "ε(δ)",
+    curve_rows: Callable[[Tensor, Tensor], Tensor] | None = None,
 ) -> tuple[Tensor, Tensor]:
     """Minimise a conversion over orders: the base grid, a low extension, then local refinement.
 
@@ -124,6 +139,10 @@ def minimise_over_orders(
         refine: orders added on each side of the best one (0: none).
         warn: emit :class:`OrderGridWarning` when the optimum sits at an edge of the grid used.
         what: the quantity named in the warning.
+        curve_rows: optional (orders (L,), mask of configurations) ↦ RDP curve of the selected
+            configurations, shape (m, L). With it the low extension is evaluated only for the
+            configurations whose best base order is ``base[0]`` (the others get +inf there, so
+            their result is unchanged); without it, for all of them.
 
     Returns:
         (value, best order) with the configurations' shape.
@@ -132,8 +151,15 @@ def minimise_over_orders(
     curve = curve_at(grid)
     val, order = convert(curve, grid, warn=False)
     if low_extension is not None and low_extension.numel() and bool((order == grid[0]).any()):
+        if curve_rows is None:
+            low = curve_at(low_extension)
+        else:
+            at_edge = order == grid[0]
+            shape = (*curve.shape[:-1], low_extension.numel())
+            low = torch.full(shape, math.inf, dtype=curve.dtype, device=curve.device)
+            low[at_edge] = curve_rows(low_extension, at_edge)
         grid = torch.cat([low_extension, grid])
-        curve = torch.cat([curve_at(low_extension), curve], dim=-1)
+        curve = torch.cat([low, curve], dim=-1)
         val, order = convert(curve, grid, warn=False)
     idx = torch.searchsorted(grid, order.contiguous())
     if warn:

@@ -329,8 +329,14 @@ def _log_binomial_weights(b: int, n: int, dtype: torch.dtype, device: torch.devi
     return log_binom(bb, j) - j * math.log(n) + (b - j) * math.log1p(-1.0 / n)
 
 
-def _check_wr(b: int, n: int) -> None:
-    check.integer(1, None, batch_size=b)
+# Largest batch for sampling with replacement: Thm 3.6 with K = b evaluates b mixture components
+# per order, each with its own moment table, so cost and memory grow like b² (b = 1,024 already
+# takes about a minute and several GB); b = 1e18 used to ask for 8e18 bytes.
+MAX_WR_BATCH = 1 << 10
+
+
+def _check_wr(b: int, n: int, cap: int | None = MAX_WR_BATCH) -> None:
+    check.integer(1, cap, batch_size=b)
     check.integer(2, None, dataset_size=n)
 
 
@@ -451,7 +457,7 @@ def rdp_fswr_add_remove_lower(
     Raises:
         ValueError: when the exact programme would exceed ~1.6e7 state updates (use ``indices``).
     """
-    _check_wr(batch_size, dataset_size)
+    _check_wr(batch_size, dataset_size, cap=None)  # the programme has its own size limit
     b, n = int(batch_size), int(dataset_size)
     a = as_float(alpha)
     s = as_float(sigma, like=a)
@@ -644,6 +650,8 @@ def fixed_size_step_rdp(
         )
     if replace and n < 2:
         raise UnsupportedError("fixed-size sampling with replacement needs dataset_size >= 2 under add/remove")
+    if replace and b > MAX_WR_BATCH:
+        raise UnsupportedError(_wr_batch_reason(b))
     if replace:
         res = _beyond_series(lambda aa, ss: _fixed_size_min(aa, ss, b, n, replace, rel), a, s,
                              trivial=(2.0 * b * b, GAUSS_2BC))
@@ -731,7 +739,14 @@ def _fixed_size_unsupported(spec) -> str | None:
                 "(Birrell et al. 2024 bound sampling with replacement under add-remove only)")
     if smp.replace and smp.dataset_size < 2:
         return "sampling=fixed-wr needs dataset_size >= 2 (the add-remove neighbour must be non-empty)"
+    if smp.replace and smp.batch_size > MAX_WR_BATCH:
+        return _wr_batch_reason(smp.batch_size)
     return None
+
+
+def _wr_batch_reason(b: int) -> str:
+    return (f"sampling=fixed-wr is covered by the RDP accountant for batch_size <= {MAX_WR_BATCH} "
+            f"(Birrell et al. 2024 Thm 3.6 costs ~b^2 per order); got batch_size={b}")
 
 
 def _poisson_replace_one_handler(spec, orders: Tensor) -> tuple[Tensor, str]:

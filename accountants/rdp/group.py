@@ -51,7 +51,7 @@ from .._validate import InputError, InputTypeError, UnsupportedError
 from ..events import DPSGD
 from ..results import EpsilonBound
 from ..sampling import Neighbouring, Poisson
-from .conversion import eps_from_rdp
+from .conversion import eps_from_rdp, steps_factor
 from .poisson import rdp_poisson_gaussian
 
 __all__ = [
@@ -636,11 +636,12 @@ def compare_group_bounds(
     s = torch.as_tensor(spec.noise_multiplier, dtype=orders.dtype, device=orders.device)
     K = spec.group_size
     theorem = step_rdp_poisson_group(spec, orders[:1])[1]
-    e_t, o_t = _eps_refined(lambda a: spec.steps * step_rdp_poisson_group(spec, a)[0], orders, delta, refine)
+    t = steps_factor(spec.steps)
+    e_t, o_t = _eps_refined(lambda a: t * step_rdp_poisson_group(spec, a)[0], orders, delta, refine)
     out = {"tight": EpsilonBound(e_t, float(delta), order=o_t, theorem=theorem)}
     if K & (K - 1) == 0:
         e_b, o_b = _eps_refined(
-            lambda a: spec.steps * rdp_poisson_gaussian_group_baseline(a, q, s, K, monotone=True),
+            lambda a: t * rdp_poisson_gaussian_group_baseline(a, q, s, K, monotone=True),
             orders, delta, refine,
         )
         out["baseline"] = EpsilonBound(

@@ -26,15 +26,17 @@ to cancellation once A_α − 1 < 1e-10.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import torch
 from torch import Tensor
 
-from .._numerics import as_float, log_binom, log_expm1, log_ndtr
+from .._numerics import as_float, log_expm1, log_ndtr
 
 __all__ = ["log_a_minus_one", "rdp_poisson_gaussian"]
 
 _MAX_ELEMS = 1 << 22  # tensor elements per chunk (≈ 32 MiB in float64) to bound memory
+_SMALL_ELEMS = 1 << 16  # order buckets are merged up to this many padded elements (op overhead)
 _BLOCK = 16  # series terms in the first block past ⌊α⌋ + 2; later blocks double
 # Cap on series terms. The certified remainder keeps any truncation sound; the cap only costs
 # tightness where the tail converges polynomially (α → 1 with z0 ≈ 0), e.g. ≤ 2e-10 relative at
@@ -110,33 +112,95 @@ def log_a_minus_one(alpha: Tensor, q: Tensor, sigma: Tensor) -> Tensor:
 # --------------------------------------------------------------------------- integer orders
 
 
+def _bucket_groups(alpha: Tensor, width: Callable[[float], int]) -> list[list[Tensor]]:
+    """Indices of ``alpha`` by ⌈log₂ α⌉ bucket (ascending), so that a padded (element × term)
+    tensor of a bucket wastes at most about 2×; ``width(max α)`` is a bucket's padded row length.
+
+    Consecutive buckets are merged into one group (a list of the buckets' indices) while the
+    group has at most ``_SMALL_ELEMS`` padded elements: for a few configurations the cost is per
+    tensor operation, not per element.
+    """
+    hi = torch.ceil(torch.log2(alpha)).to(torch.int64)
+    perm = torch.argsort(hi, stable=True)
+    _, counts = torch.unique_consecutive(hi[perm], return_counts=True)
+    groups: list[list[Tensor]] = []
+    n = 0
+    for part in torch.split(perm, counts.tolist()):
+        w = width(float(alpha[part].max().item()))
+        if not groups or (n + part.numel()) * w > _SMALL_ELEMS:
+            groups.append([])
+            n = 0
+        groups[-1].append(part)
+        n += part.numel()
+    return groups
+
+
 def _integer(alpha: Tensor, q: Tensor, sigma: Tensor) -> Tensor:
     """log Σ_{k=2}^{α} C(α,k)(1-q)^{α-k} q^k expm1((k²-k)/(2σ²)); 1-D inputs, integer α.
 
     Each term splits as LB[α, k] + α·log(1−q) + H[(q, σ), k] with LB = log C(α, k) and
-    H = k·log(q/(1−q)) + log expm1((k²−k)/(2σ²)). LB is tabulated once per distinct order and H
-    once per distinct (q, σ), so the (element × k) work is two gathers, two adds and an exp.
+    H = k·log(q/(1−q)) + log expm1((k²−k)/(2σ²)). LB is built once per call from one lgamma table
+    of the integers (the same operations as :func:`log_binom`, so the same values), for the
+    distinct orders of each bucket only; H once per distinct (q, σ). The
+    (element × k) work is two gathers, two adds and an exp, in chunks of at most ``_MAX_ELEMS``.
     """
     out = torch.empty_like(alpha)
-    ua, ia = torch.unique(alpha, return_inverse=True)
-    cfg, ic = torch.unique(torch.stack([q, sigma], dim=-1), dim=0, return_inverse=True)
-    uq, us = cfg[:, 0:1], cfg[:, 1:2]
+    kmax_all = int(alpha.max().item())
+    # lgamma(j) for j = 0..kmax+1 (j = 0 is a pole, never gathered: k ≤ α below).
+    lg = torch.lgamma(torch.arange(0, kmax_all + 2, dtype=alpha.dtype, device=alpha.device))
     l1q_e = torch.log1p(-q)
+    cfg, ic = _unique_pairs(q, sigma)
+    k_all = torch.arange(2, kmax_all + 1, dtype=alpha.dtype, device=alpha.device)
+    # H for every k once per call (each group slices its first K columns), unless that is large.
+    h_full = _h_table(cfg, k_all) if cfg.shape[0] * k_all.numel() <= _MAX_ELEMS else None
     # Bucket by α so that padding the k axis wastes at most 2× (the buckets are powers of two,
     # each evaluated as one padded tensor, chunked for memory; no loop over orders).
-    hi = torch.ceil(torch.log2(alpha)).to(torch.int64)
-    for b in torch.unique(hi).tolist():
-        idx = torch.nonzero(hi == b).squeeze(-1)
-        kmax = int(alpha[idx].max().item())
+    for parts in _bucket_groups(alpha, lambda amax: int(amax) - 1):
+        idx = parts[0] if len(parts) == 1 else torch.cat(parts)
+        ua, ia = torch.unique(alpha[idx], return_inverse=True)
+        kmax = int(ua[-1].item())
         k = torch.arange(2, kmax + 1, dtype=alpha.dtype, device=alpha.device)
-        lb = log_binom(ua[:, None], k)  # (U, K), −inf where k > α
-        h = k * (torch.log(uq) - torch.log1p(-uq)) + log_expm1((k * k - k) / (2.0 * us * us))  # (C, K)
+        lb = _log_binom_table(lg, ua, k)  # (U, K), −inf where k > α
         step = max(1, _MAX_ELEMS // max(1, k.numel()))
         for start in range(0, idx.numel(), step):
             j = idx[start : start + step]
-            terms = lb[ia[j]] + h[ic[j]]
+            if h_full is not None:
+                h = h_full[ic[j], : k.numel()]
+            else:  # many configurations: H for this chunk's distinct ones only (bounded memory)
+                uc, inv = torch.unique(ic[j], return_inverse=True)
+                h = _h_table(cfg[uc], k)[inv]
+            terms = lb[ia[start : start + step]] + h
             out[j] = torch.logsumexp(terms, dim=-1) + alpha[j] * l1q_e[j]
     return out
+
+
+def _unique_pairs(q: Tensor, sigma: Tensor) -> tuple[Tensor, Tensor]:
+    """Distinct rows (q, σ) as a (C, 2) tensor and each element's row; 1-D sorts only (a
+    row-wise ``unique(dim=0)`` is several times slower)."""
+    uq, iq = torch.unique(q, return_inverse=True)
+    us, is_ = torch.unique(sigma, return_inverse=True)
+    key, ic = torch.unique(iq * us.numel() + is_, return_inverse=True)
+    return torch.stack([uq[key // us.numel()], us[key % us.numel()]], dim=-1), ic
+
+
+def _h_table(cfg: Tensor, k: Tensor) -> Tensor:
+    """H[(q, σ), k] = k·log(q/(1−q)) + log expm1((k²−k)/(2σ²)) for rows (q, σ) of ``cfg``: (C, K)."""
+    uq, us = cfg[:, 0:1], cfg[:, 1:2]
+    return k * (torch.log(uq) - torch.log1p(-uq)) + log_expm1((k * k - k) / (2.0 * us * us))
+
+
+def _log_binom_table(lg: Tensor, n: Tensor, k: Tensor) -> Tensor:
+    """log C(n, k) for integer-valued n (U,) and k (K,) from the table lg[j] = lgamma(j).
+
+    Bit-identical to ``log_binom(n[:, None], k)``: the same lgamma values combined in the same
+    order, −inf where k > n (the pole of Γ(n − k + 1)).
+    """
+    ni = n.to(torch.int64)[:, None]
+    ki = k.to(torch.int64)
+    nk = ni - ki + 1  # (U, K)
+    pole = nk <= 0
+    out = lg[ni + 1] - lg[ki + 1] - lg[torch.where(pole, torch.ones_like(nk), nk)]
+    return torch.where(pole, torch.full_like(out, -math.inf), out)
 
 
 # ------------------------------------------------------------------------ fractional orders
@@ -179,15 +243,18 @@ def _fractional(alpha: Tensor, q: Tensor, sigma: Tensor) -> Tensor:
     """log(A_α − 1) for non-integer α, 1-D inputs, 0 < q < 1; certified upper bound."""
     out = torch.empty_like(alpha)
     # The first block must reach ⌊α⌋ + 2, so orders are bucketed by ⌈log2 α⌉: a chunk never
-    # pays for terms only its largest order needs.
-    bucket = torch.ceil(torch.log2(alpha)).to(torch.int64)
-    for b in torch.unique(bucket).tolist():
-        idx = torch.nonzero(bucket == b).squeeze(-1)
-        width = int(torch.floor(alpha[idx]).max().item()) + 2 + _BLOCK
-        step = max(1, _MAX_ELEMS // (2 * width))
+    # pays for terms only its largest order needs. Each element's block schedule is its bucket's
+    # (first block to the bucket's largest ⌊α⌋ + 2 + _BLOCK), also inside a merged group, so a
+    # value does not depend on which other orders or configurations share the call.
+    for parts in _bucket_groups(alpha, lambda amax: 2 * (math.floor(amax) + 3 + _BLOCK)):
+        idx = parts[0] if len(parts) == 1 else torch.cat(parts)
+        first = torch.cat(
+            [torch.full_like(p, int(torch.floor(alpha[p]).max().item()) + 2 + _BLOCK) for p in parts]
+        )
+        step = max(1, _MAX_ELEMS // (2 * int(first.max().item())))
         for start in range(0, idx.numel(), step):
             j = idx[start : start + step]
-            out[j] = _fractional_chunk(alpha[j], q[j], sigma[j])
+            out[j] = _fractional_chunk(alpha[j], q[j], sigma[j], first[start : start + step])
     return out
 
 
@@ -210,7 +277,7 @@ def _block_terms(a: Tensor, q: Tensor, s: Tensor, z0: Tensor, i: Tensor) -> tupl
     return below, above, sg
 
 
-def _fractional_chunk(alpha: Tensor, q: Tensor, sigma: Tensor) -> Tensor:
+def _fractional_chunk(alpha: Tensor, q: Tensor, sigma: Tensor, first_end: Tensor) -> Tensor:
     a, qq, s = alpha[:, None], q[:, None], sigma[:, None]
     z0 = s * s * (torch.log1p(-qq) - torch.log(qq)) + 0.5  # crossover where qL = 1 − q
     u = a * qq
@@ -235,39 +302,80 @@ def _fractional_chunk(alpha: Tensor, q: Tensor, sigma: Tensor) -> Tensor:
     const_s = torch.cat([torch.ones_like(u), -torch.ones_like(u), -torch.sign(one_m_u), -torch.ones_like(u)], dim=-1)
     acc_l, acc_s = _signed_logsumexp(const_l, const_s)
 
-    # First block reaches past ⌊α⌋ + 2, where alternation and monotone decrease start.
-    first_end = int(torch.floor(alpha).max().item()) + 2 + _BLOCK
-    n_start = torch.zeros_like(alpha)
+    # First block reaches past ⌊α⌋ + 2, where alternation and monotone decrease start; later
+    # blocks double. Each element follows its own schedule [lo, hi] (equal within a bucket).
     tail = torch.full_like(alpha, -math.inf)  # log of the positive part of the remainder bound
+    lo = torch.zeros_like(first_end)
+    hi = first_end.clone()
+    cap = torch.clamp(first_end, min=_MAX_TERMS)
     active = torch.arange(alpha.numel(), device=alpha.device)
-    lo, hi = 0, first_end
     while active.numel() > 0:
-        i = torch.arange(lo, hi + 1, dtype=alpha.dtype, device=alpha.device)
-        aa, qa, sa, za = a[active], qq[active], s[active], z0[active]
-        below, above, sg = _block_terms(aa, qa, sa, za, i)
-        body_l = torch.cat([below[:, :-1], above[:, :-1]], dim=-1)
-        body_s = torch.cat([sg.expand_as(below)[:, :-1], sg.expand_as(above)[:, :-1]], dim=-1)
-        bl, bs = _signed_logsumexp(body_l, body_s)
-        acc_l[active], acc_s[active] = _signed_merge(acc_l[active], acc_s[active], bl, bs)
-        # Remainder after index hi: between 0 and the term at index hi (each series).
-        last_sign = sg.expand_as(below)[:, -1]
-        t_b, t_a = below[:, -1], above[:, -1]
-        pos_b = torch.where(last_sign > 0, t_b, torch.full_like(t_b, -math.inf))
-        pos_a = torch.where(last_sign > 0, t_a, torch.full_like(t_a, -math.inf))
-        tail[active] = torch.logaddexp(pos_b, pos_a)
-        n_start[active] = float(hi)
-        width = torch.logaddexp(t_b, t_a)
-        converged = width <= acc_l[active] + math.log(_REL_TOL)
-        if hi >= _MAX_TERMS:
-            break
-        active = active[~converged]
-        lo, hi = hi, min(hi + max(_BLOCK, hi - lo) * 2, max(_MAX_TERMS, first_end))
+        lo_a, hi_a = lo[active], hi[active]
+        l0, l1, h0, h1 = (int(v) for v in torch.stack([lo_a.min(), lo_a.max(), hi_a.min(), hi_a.max()]).tolist())
+        i = torch.arange(l0, h1 + 1, dtype=alpha.dtype, device=alpha.device)
+        bounds = None if (l0 == l1 and h0 == h1) else (lo_a, hi_a)
+        # Later blocks are up to _MAX_TERMS wide: split the active rows so that no temporary
+        # exceeds _MAX_ELEMS elements (rows are independent, so the values do not depend on it).
+        step = max(1, _MAX_ELEMS // (2 * i.numel()))
+        done = torch.cat(
+            [
+                _series_block(
+                    a, qq, s, z0, i, active[r : r + step], acc_l, acc_s, tail,
+                    None if bounds is None else (bounds[0][r : r + step], bounds[1][r : r + step]),
+                )
+                for r in range(0, active.numel(), step)
+            ]
+        )
+        done = done | (hi_a >= _MAX_TERMS)
+        lo[active] = hi_a
+        hi[active] = torch.minimum(hi_a + torch.clamp(hi_a - lo_a, min=_BLOCK) * 2, cap[active])
+        active = active[~done]
     total_l, total_s = _signed_merge(acc_l, acc_s, tail[:, None].squeeze(-1), torch.ones_like(acc_s))
     # h ≥ 0 so A − 1 ≥ 0; a non-positive total can only come from rounding at a value ~0. A NaN
     # (overflowing exponents at tiny σ) is passed on, so the caller falls back to a valid bound.
     bad = torch.isnan(total_l) | torch.isnan(total_s)
     out = torch.where(total_s > 0, total_l, torch.full_like(total_l, -math.inf))
     return torch.where(bad, torch.full_like(total_l, math.nan), out)
+
+
+def _series_block(
+    a: Tensor,
+    qq: Tensor,
+    s: Tensor,
+    z0: Tensor,
+    i: Tensor,
+    rows: Tensor,
+    acc_l: Tensor,
+    acc_s: Tensor,
+    tail: Tensor,
+    bounds: tuple[Tensor, Tensor] | None = None,
+) -> Tensor:
+    """Add the series terms lo ≤ i < hi of ``rows`` into (acc_l, acc_s) in place; set ``tail`` to
+    the positive part of the remainder bound (the term at hi). Returns, per row, whether that
+    remainder is below the relative tolerance. ``bounds``: per-row (lo, hi); None: lo = i[0] and
+    hi = i[-1] for every row."""
+    below, above, sg = _block_terms(a[rows], qq[rows], s[rows], z0[rows], i)
+    sg = sg.expand_as(below)
+    if bounds is None:
+        body_l = torch.cat([below[:, :-1], above[:, :-1]], dim=-1)
+        body_s = torch.cat([sg[:, :-1], sg[:, :-1]], dim=-1)
+        last_sign, t_b, t_a = sg[:, -1], below[:, -1], above[:, -1]
+    else:  # rows of merged buckets: mask each row to its own block, take its own last term
+        lo, hi = bounds
+        off = i[0]
+        keep = (i >= lo[:, None]) & (i < hi[:, None])
+        ninf = torch.full_like(below, -math.inf)
+        body_l = torch.cat([torch.where(keep, below, ninf), torch.where(keep, above, ninf)], dim=-1)
+        body_s = torch.cat([sg, sg], dim=-1)
+        col = (hi.to(i.dtype) - off).to(torch.int64)[:, None]
+        last_sign, t_b, t_a = (x.gather(1, col).squeeze(1) for x in (sg, below, above))
+    bl, bs = _signed_logsumexp(body_l, body_s)
+    acc_l[rows], acc_s[rows] = _signed_merge(acc_l[rows], acc_s[rows], bl, bs)
+    # Remainder after index hi: between 0 and the term at index hi (each series).
+    pos_b = torch.where(last_sign > 0, t_b, torch.full_like(t_b, -math.inf))
+    pos_a = torch.where(last_sign > 0, t_a, torch.full_like(t_a, -math.inf))
+    tail[rows] = torch.logaddexp(pos_b, pos_a)
+    return torch.logaddexp(t_b, t_a) <= acc_l[rows] + math.log(_REL_TOL)
 
 
 def _signed_logsumexp(log_abs: Tensor, sign: Tensor) -> tuple[Tensor, Tensor]:
