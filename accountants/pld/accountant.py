@@ -57,9 +57,17 @@ def _parts(spec: Spec) -> tuple[DPSGD, ...]:
     raise InputTypeError(f"spec must be accountants.DPSGD or accountants.Composed; got {type(spec).__name__}")
 
 
+MAX_STEPS = 2**53
+"""Most composed steps the PLD lattice takes (float64 integers are exact up to here); beyond, RDP answers."""
+
+
 def _limits(spec: Spec) -> None:
     """Float64 limits of the PLD lattice (UnsupportedError naming the parameter; the method then
     answers with the RDP bound, labelled): σ above MAX_SIGMA makes σ² overflow and every loss 0."""
+    total = sum(p.steps for p in _parts(spec))
+    if total > MAX_STEPS:
+        raise UnsupportedError(f"pld: steps={total} is above {MAX_STEPS:.3g}, beyond float64's exact integers "
+                               "(the composition's exponents overflow); use method='rdp'")
     for p in _parts(spec):
         if p.noise_multiplier > MAX_SIGMA:
             raise UnsupportedError(

@@ -704,6 +704,17 @@ def test_cli_float_limits_exit_0(capsys):
         assert "FALLBACK" in capsys.readouterr().out
 
 
+def test_forty_digit_steps_fall_back_to_rdp_with_a_label(capsys):
+    """Issue 23 §3: a 40-digit --steps with --method all exited 3 (OverflowError in the composition);
+    above 2**53 steps the PLD method now answers with the labelled RDP bound."""
+    from audit.cli import main
+
+    rc = main(["account", "--noise-multiplier", "1", "--steps", "1" * 40, "--sample-rate", "0.01",
+               "--delta", "1e-5", "--method", "all"])
+    assert rc == 0
+    assert "FALLBACK" in capsys.readouterr().out
+
+
 def test_lower_above_upper_raises():
     from accountants.pld.accountant import _check_order
 
