@@ -77,7 +77,19 @@ BUGS = {
     "shuffled_batches": "data loader: a shuffled partition into 2 batches per epoch instead of Poisson sampling",
     "noise_div_batch_twice": "noise std divided by the batch size twice (σC/B on the sum)",
     "float16_clip": "per-example norms computed in float16",
+    # added for the conformance tests (issue 25), each from a real report
+    "realised_batch_norm": "noisy sum divided by the realised batch size |B_t| (opacus#571, #819)",
+    "opacus_rate": "sample rate derived as 1/len(loader) and expected batch int(N·q) from the data given "
+                   "(make_private with one canary more: q = 1/3, B = 33 instead of 1/2, 50)",
+    "ceil_batch": "expected batch size computed from the data given, ceil(N·q) (51 with the canary, 50 without)",
+    "accum_clip_sum": "gradient accumulation over 2 micro-batches that clips the accumulated sum, not each example",
+    "noise_every_other_step": "noise added at even steps only",
+    "no_clipping": "per-example clipping skipped (grad_sample missing, so nothing is clipped)",
+    # correct trainers with state
+    "momentum_correct": "correct DP-SGD with heavy-ball momentum 0.9; records its privatised gradient",
+    "momentum_norecord": "correct DP-SGD with heavy-ball momentum 0.9; does not call audit.record_update",
 }
+CORRECT = ("correct", "opacus_correct", "momentum_correct", "momentum_norecord")
 
 
 class Trainer:
@@ -97,7 +109,13 @@ class Trainer:
         n = x.shape[0]
         if audit is not None:
             audit.record([w, b])
-        reused = mask0 = order = None
+        reused = mask0 = order = vel = None
+        q, bsz = Q, B
+        if bug == "opacus_rate":  # PrivacyEngine.make_private: q = 1/len(loader), expected batch int(N q)
+            q = 1.0 / math.ceil(n / B)
+            bsz = int(n * q)
+        elif bug == "ceil_batch":
+            bsz = math.ceil(n * Q)
         for t in range(STEPS):
             if bug == "mask_once":
                 mask0 = torch.rand(n, generator=g) < Q if mask0 is None else mask0
@@ -109,7 +127,7 @@ class Trainer:
                 mask = torch.zeros(n, dtype=torch.bool)
                 mask[idx] = True
             else:
-                mask = torch.rand(n, generator=g) < Q
+                mask = torch.rand(n, generator=g) < q
             r = torch.softmax(x[mask] @ w.T + b, dim=1) - torch.nn.functional.one_hot(y[mask], 10).to(x.dtype)
             grads = [r[:, :, None] * x[mask][:, None, :], r]
             if audit is not None:
@@ -117,10 +135,16 @@ class Trainer:
                 if c is not None:
                     grads = [torch.cat([gi, ci[None]]) for gi, ci in zip(grads, c, strict=True)]
             flat = torch.cat([gi.flatten(1) for gi in grads], dim=1)
-            if bug == "clip_sum":
-                s = flat.sum(dim=0)
+            if bug in ("clip_sum", "accum_clip_sum"):
+                if bug == "clip_sum":
+                    s = flat.sum(dim=0)
+                else:  # two micro-batches summed unclipped into one accumulator, then the accumulator clipped
+                    half = flat.shape[0] // 2
+                    s = flat[:half].sum(dim=0) + flat[half:].sum(dim=0)
                 s = s * min(1.0, C / (float(s.norm()) + 1e-12))
                 sums = [s[:w.numel()].view_as(w), s[w.numel():].view_as(b)]
+            elif bug == "no_clipping":
+                sums = [gi.sum(dim=0) for gi in grads]
             else:
                 if bug == "per_layer_clip":
                     factors = [torch.clamp(C / (gi.flatten(1).norm(dim=1) + 1e-12), max=1.0) for gi in grads]
@@ -140,9 +164,21 @@ class Trainer:
                 z = [torch.randn(s.shape, generator=g) for s in sums]
             if bug == "noise_missing_bias":
                 z[1] = torch.zeros_like(z[1])
+            if bug == "noise_every_other_step" and t % 2:
+                z = [torch.zeros_like(zi) for zi in z]
             noisy = [s + std * zi for s, zi in zip(sums, z, strict=True)]
-            w = w - LR * noisy[0] / B
-            b = b - LR * noisy[1] / B
+            if bug == "realised_batch_norm":
+                upd = [v / max(flat.shape[0], 1) for v in noisy]
+            elif bug.startswith("momentum"):
+                if audit is not None and bug == "momentum_correct":
+                    audit.record_update(noisy)  # the privatised gradient, before the optimizer's state
+                vel = [v / bsz for v in noisy] if vel is None else [0.9 * m + v / bsz for m, v in
+                                                                    zip(vel, noisy, strict=True)]
+                upd = vel
+            else:
+                upd = [v / bsz for v in noisy]
+            w = w - LR * upd[0]
+            b = b - LR * upd[1]
             if audit is not None:
                 audit.record([w, b])
         with torch.no_grad():
