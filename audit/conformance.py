@@ -154,13 +154,16 @@ def _sampling(a: dict, steps: np.ndarray, rate: float, level: float, rng: np.ran
         rows = zz.sum(axis=1)
         null[lo:lo + n] = rows.var(axis=1, ddof=1) - zz.var(axis=2, ddof=1).sum(axis=1)
     p = _two_sided(stat, null)
-    mu = float(z.mean()) / (rate * _kappa(a["df"]))  # per-inclusion shift in noise units (an estimate)
     pairs = len(steps) * (len(steps) - 1)
-    rho = stat / pairs / (mu * mu * rate * (1 - rate)) if mu > 0 and 0 < rate < 1 else float("nan")
-    finding = (f"the canary's inclusions in different steps are correlated: {rho:.2f}, expected 0"
-               if math.isfinite(rho) else "no canary shift to estimate the inclusion correlation from") + \
-        f" (mean cross-step covariance of Z {stat / pairs:.4f})"
-    return _result(name, sn, stat, p, level, finding)
+    corr = stat / pairs / float(z.var(axis=0, ddof=1).mean())
+    # the inclusions' correlation, estimated as cov(Z_s, Z_t) / (mu² r (1 − r)), mu the shift per inclusion
+    mu = float(z.mean()) / (rate * _kappa(a["df"]))
+    se_mu = float(z.mean(axis=1).std(ddof=1)) / math.sqrt(z.shape[0]) / (rate * _kappa(a["df"]))
+    words = f"the canary's per-step shifts are correlated across steps: {corr:.3f}, expected 0"
+    if mu > 4 * se_mu and 0 < rate < 1:
+        rho = float(np.clip(stat / pairs / (mu * mu * rate * (1 - rate)), -1, 1))
+        words += f"; its inclusions in different steps: correlation {rho:.2f} (estimate), expected 0"
+    return _result(name, sn, stat, p, level, words)
 
 
 def _contribution(a: dict, steps: np.ndarray, rate: float, sigma: float, level: float) -> model.PremiseTest:

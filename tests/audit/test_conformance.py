@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from pathlib import Path
 
 import mpmath as mp
 import numpy as np
@@ -17,7 +18,7 @@ import torch
 
 import accountants as acc
 from attacks import conformance_record, data, plugin
-from audit import conformance, model
+from audit import cli, config, conformance, model
 
 from .conformance_sim import records
 
@@ -152,3 +153,37 @@ def test_dead_feature_needs_two_dead_features():
 def test_conformance_round_trips_through_result_json():
     c = conformance.run_tests(records(100, seed=0), SPEC, 0.05, 0, permutations=199)
     assert model.from_dict(model.Conformance, model.to_dict(c)) == c
+
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "own_training"
+
+
+def test_white_box_default_adds_the_conformance_audit():
+    c = config.loads('[training]\ntrainer = "torch_trainer:train"\n', base_dir=EXAMPLES)
+    assert [v["name"] for v in c["variant"]] == ["main", "mean_image", "conformance"]
+    assert [v["canary"]["kind"] for v in config.variants(c)] == ["blank", "mean_image", "dead_feature"]
+
+
+def _check(tmp_path, trainer: str) -> tuple[int, str]:
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'[training]\ntrainer = "{trainer}"\ntrainer_dir = "{EXAMPLES.as_posix()}"\nnoise_multiplier = 3.0\n'
+                   'sample_rate = 0.5\nsteps = 10\n[audit]\ntrials = 40\n[claim]\ndelta = 1e-5\n')
+    junit = tmp_path / "j.xml"
+    rc = cli.main(["check", str(cfg), "--junit", str(junit)])
+    return rc, junit.read_text()
+
+
+def test_check_fails_the_build_on_a_noise_bug_through_the_conformance_tests(tmp_path, capsys):
+    # torch_trainer_buggy.py: noise sigma*C/B on the sum (B = 50): the canary moves the update by ~50 C
+    rc, xml = _check(tmp_path, "torch_trainer_buggy:train")
+    out = capsys.readouterr().out
+    assert rc == 1
+    assert 'name="conformance.contribution.contribution"><failure' in xml.replace(' time="0"', "")
+    assert "contribution/contribution: REJECTED" in out
+
+
+def test_check_passes_the_correct_trainer_with_one_junit_case_per_premise_test(tmp_path):
+    rc, xml = _check(tmp_path, "torch_trainer:train")
+    assert rc == 0
+    assert xml.count('classname="dpaudit.check.conformance"') == len(conformance.TESTS)
+    assert "<failure" not in xml
