@@ -24,6 +24,11 @@ trainer with probability at most its level. The tests (docs/fault-detection.md, 
   whether or not the canary is in the data (the scale from noisy sum to update does not depend on
   the records). Statistic Σ_t log(mean_in ss_t / mean_out ss_t); exact permutation test over the
   membership labels, two-sided.
+- **scale fixed** (no realised-batch normalisation): H0: the noise scale in the update's units is the
+  same in every trial (a fixed normalisation and learning-rate schedule, whatever its values), so
+  within a step log ss_it is a constant plus log χ²_{|R|}, whose variance ψ′(|R|/2) is known. One-sided
+  z-test of the within-step sample variance against it (variance of a sample variance from the
+  cumulants ψ′, ψ‴ of log χ²; CLT over trials × steps).
 - **noise on every tensor**: H0: each parameter tensor's update gets, on top of its gradient, noise
   at least as large as R's: Σ_i ‖u_t[tensor]‖² ≥_st (noise)·χ²; per step the one-sided F test (the
   non-central χ² of signal + noise dominates the central one), combined over steps (Fisher) and
@@ -37,8 +42,8 @@ trainer with probability at most its level. The tests (docs/fault-detection.md, 
 SGD. A momentum (or Adam) trainer that does not record its privatised gradient is recognised by the
 fresh-noise shares (their Beta probability-integral transforms have mean below ½ by more than 4
 standard errors while no step is noise-free): the sampling test is then skipped with that reason and
-the contribution and noise-on-every-tensor tests read step 1 only, where any optimizer's update is a
-multiple of the noisy sum (from a state of zeros). Skipping never adds a rejection, so the level
+the contribution, scale and noise-on-every-tensor tests read step 1 only, where any optimizer's update
+is a multiple of the noisy sum (from a state of zeros). Skipping never adds a rejection, so the level
 holds.
 """
 

@@ -298,6 +298,84 @@ def audit_once(trainer: str, design: str, seed: int, n: int = CHECKPOINTS[-1], c
     return rec
 
 
+# The white-box default's third audit (audit.config.CONFORMANCE_VARIANT): the dead_feature canary; its ε audit and
+# its six premise tests share that audit's third of the run's 5 % (each half; the tests Bonferroni).
+DEFAULT_AUDITS = 3
+
+
+def conformance_once(trainer: str, seed: int, n: int) -> dict:
+    """One seeded conformance audit (the default's third audit) of ``trainer`` on n trials, at the default's levels."""
+    from attacks import conformance_record
+    from audit import conformance
+
+    torch.set_num_threads(1)
+    d, spec, curves = _setup()
+    can = conformance_record.dead_feature(d, 1, value=10.0, generator=torch.Generator().manual_seed(seed))
+    ctx = plugin.Context(_trainer(trainer), d, can, seed, "inner_product", None, spec, "white_box", C)
+    t0 = time.perf_counter()
+    out = plugin.multi_run_game(ctx, n_trials=n, progress=False)
+    secs = time.perf_counter() - t0
+    share = SIGNIFICANCE / DEFAULT_AUDITS / 2
+    conf = conformance.run_tests(out.metadata["conformance"], spec, share, seed)
+    s, m = out.scores["inner_product"], out.truth
+    cmp = comparator.compare_membership(s[m], s[~m], spec, delta=DELTA, significance=share, curves=curves)
+    rec = {"trainer": trainer, "design": "conformance", "seed": seed, "trials": n, "seconds": round(secs, 2),
+           "tests_seconds": round(time.perf_counter() - t0 - secs, 2), "eps_caught": bool(cmp.violated),
+           "eps_lower": round(float(cmp.epsilon_lower.value), 4), "premise_caught": bool(conf.rejected),
+           "caught": bool(conf.rejected or cmp.violated), "notes": list(conf.notes)}
+    for t in conf.tests:
+        rec[f"p_{t.name}"] = t.p_value
+        rec[f"rej_{t.name}"] = t.rejected
+        rec[f"finding_{t.name}"] = t.skipped or t.finding
+    return rec
+
+
+def _conf_star(t):
+    return conformance_once(*t)
+
+
+def _run_conformance(tasks, out: str, workers: int) -> None:
+    done = set()
+    if Path(out).exists():
+        done = {(r["trainer"], r["seed"], r["trials"]) for r in map(json.loads, Path(out).read_text().splitlines())}
+    tasks = [t for t in tasks if t not in done]
+    print(f"{len(tasks)} conformance audits to run ({len(done)} already in {out})", flush=True)
+    with open(out, "a", encoding="utf-8") as fh:
+        if workers <= 1:
+            results = (conformance_once(*t) for t in tasks)
+        else:
+            import multiprocessing as mp
+
+            results = mp.get_context("fork").Pool(workers).imap_unordered(_conf_star, tasks)
+        for r in results:
+            fh.write(json.dumps(r) + "\n")
+            fh.flush()
+            print({k: v for k, v in r.items() if not k.startswith(("finding_", "p_"))}, flush=True)
+
+
+def conformance_table(path: str) -> None:
+    """Markdown: which premise test catches which trainer (catch rate over seeds); false alarms with CP bounds."""
+    from audit import conformance
+
+    rows = [json.loads(line) for line in Path(path).read_text().splitlines()]
+    names = [t for t in [*BUGS, "opacus_correct"] if any(r["trainer"] == t for r in rows)]
+    print("| trainer | trials | " + " | ".join(conformance.TESTS) + " | ε audit | caught | s per audit |")
+    print("|---|---|" + "---|" * (len(conformance.TESTS) + 3))
+    for t in names:
+        for n in sorted({r["trials"] for r in rows if r["trainer"] == t}):
+            rs = [r for r in rows if r["trainer"] == t and r["trials"] == n]
+            cells = [f"{sum(r['rej_' + k] for r in rs)}/{len(rs)}" for k in conformance.TESTS]
+            k = sum(r["caught"] for r in rs)
+            sec = sum(r["seconds"] + r.get("tests_seconds", 0) for r in rs) / len(rs)
+            print(f"| {t} | {n} | " + " | ".join(cells) + f" | {sum(r['eps_caught'] for r in rs)}/{len(rs)} | "
+                  f"{k}/{len(rs)} | {sec:.0f} |")
+    correct = [r for r in rows if r["trainer"] in CORRECT]
+    if correct:
+        k = sum(r["caught"] for r in correct)
+        print(f"\nfalse alarms over {len(correct)} audits of correct trainers: {k} "
+              f"(95 % Clopper-Pearson upper bound {clopper_pearson_upper(k, len(correct)):.3f})")
+
+
 def _run(tasks, out: str, workers: int) -> None:
     done = set()
     if Path(out).exists():
@@ -464,6 +542,15 @@ def main() -> None:
     f.add_argument("--workers", type=int, default=1)
     sub.add_parser("sensitivity", help="measured sensitivity of clip_sum and float16_clip")
     sub.add_parser("reach", help="catch rate of an ideal score vs the true sensitivity (no training)")
+    cf = sub.add_parser("conformance", help="the default's conformance audit (premise tests) on trainers x seeds")
+    cf.add_argument("--out", required=True)
+    cf.add_argument("--trainers", default="all")
+    cf.add_argument("--seeds", type=int, default=1)
+    cf.add_argument("--first-seed", type=int, default=1000)
+    cf.add_argument("--trials", type=int, default=2000)
+    cf.add_argument("--workers", type=int, default=1)
+    ct = sub.add_parser("conformance-table", help="markdown table of the conformance JSONL")
+    ct.add_argument("path")
     t = sub.add_parser("table", help="markdown table from the JSONL results")
     t.add_argument("study")
     t.add_argument("false_alarm", nargs="?")
@@ -478,6 +565,12 @@ def main() -> None:
         tasks = [(tr, dn, 5000 + s, args.trials) for s in range(args.audits) for tr in args.trainers.split(",")
                  for dn in args.designs.split(",")]
         _run(tasks, args.out, args.workers)
+    elif args.cmd == "conformance":
+        trainers = [*BUGS, "opacus_correct"] if args.trainers == "all" else args.trainers.split(",")
+        _run_conformance([(t, args.first_seed + s, args.trials) for s in range(args.seeds) for t in trainers],
+                         args.out, args.workers)
+    elif args.cmd == "conformance-table":
+        conformance_table(args.path)
     elif args.cmd == "sensitivity":
         sensitivity()
     elif args.cmd == "reach":
