@@ -37,6 +37,13 @@ so there is no side-by-side ratio; the figure of merit is the catch table itself
     PYTHONPATH=. python benchmarks/bench_fault_detection.py sensitivity
     PYTHONPATH=. python benchmarks/bench_fault_detection.py reach
     PYTHONPATH=. python benchmarks/bench_fault_detection.py table /tmp/fault.jsonl /tmp/fa.jsonl
+    PYTHONPATH=. python benchmarks/bench_fault_detection.py conformance --out /tmp/conf.jsonl --workers 2
+    PYTHONPATH=. python benchmarks/bench_fault_detection.py conformance-table /tmp/conf.jsonl
+
+``conformance`` runs the white-box default's third audit (issue 25, audit/conformance.py): the
+dead_feature canary, its ε audit and six premise tests at the default's levels, on every trainer of
+the zoo (14 bugs, 4 correct trainers: hand-written, Opacus, momentum with and without
+``audit.record_update``).
 """
 
 from __future__ import annotations

@@ -187,3 +187,13 @@ def test_check_passes_the_correct_trainer_with_one_junit_case_per_premise_test(t
     assert rc == 0
     assert xml.count('classname="dpaudit.check.conformance"') == len(conformance.TESTS)
     assert "<failure" not in xml
+
+
+def test_record_update_must_be_called_once_per_step():
+    trace = [torch.zeros(650, dtype=torch.float64) for _ in range(4)]
+    with pytest.raises(acc.InputError, match="once per step: 2 calls for 3 steps"):
+        conformance_record._updates(trace, [[torch.zeros(10, 64), torch.zeros(10)]] * 2, 650)
+    u, mode = conformance_record._updates(trace, [[torch.ones(10, 64), torch.ones(10)]] * 3, 650)
+    assert mode == "record_update" and u.shape == (3, 650) and float(u.sum()) == 3 * 650
+    u, mode = conformance_record._updates(trace, [], 650)
+    assert mode == "parameters" and float(u.abs().sum()) == 0.0
