@@ -81,6 +81,7 @@ from accountants._validate import InputError, InputTypeError
 from accountants.events import DPSGD
 from accountants.sampling import Poisson
 
+from . import conformance_record
 from .canaries import InputCanaries
 from .data import Dataset
 from .games import TRIALS_FILE, AttackOutcome, Design, _append, _canonical_order, _read_trials, trial_seed
@@ -213,6 +214,13 @@ class WhiteBoxAudit:
         self._canary, self._present, self._q, self._c, self._gen = canary, present, sample_rate, clip_norm, generator
         self.trace: list[Tensor] = []
         self.sampled: list[bool] = []
+        self.updates: list[list[Tensor]] = []  # audit.record_update (attacks/conformance_record.py)
+
+    def record_update(self, privatised: Iterable[Tensor]) -> None:
+        """Record this step's privatised gradient (the noisy clipped sum, or a constant multiple, one tensor
+        per parameter, before the optimizer): the conformance tests then read it instead of θ_{t−1} − θ_t, so
+        a stateful optimizer (momentum, Adam) is audited correctly. Call once per step, or never."""
+        self.updates.append([t.detach().to(torch.float64).clone() for t in privatised])
 
     def record(self, params: Iterable[Tensor]) -> None:
         """Record the current parameters (call before the first step and after every step)."""
@@ -443,7 +451,20 @@ def run_trial(ctx: Context, i: int) -> dict[str, Any]:
         scores = _white_scores(ctx, wb, model, name, i)
     else:
         scores = _scores(model, c.x.to(torch.float32), c.y, ctx.score, name, i)
-    return {"trial": int(i), "seed": s, "members": [bool(b) for b in members], "scores": {ctx.score: scores}}
+    rec = {"trial": int(i), "seed": s, "members": [bool(b) for b in members], "scores": {ctx.score: scores}}
+    if wb is not None and getattr(c, "kind", None) == conformance_record.KIND:
+        rec["conformance"] = _conformance_stats(ctx, wb, model, name, i, bool(members[0]))
+    return rec
+
+
+def _conformance_stats(ctx: Context, wb: WhiteBoxAudit, model: nn.Module, name: str, i: int,
+                       member: bool) -> dict[str, Any]:
+    """The trial's premise statistics (attacks/conformance_record.py), errors naming trainer and trial."""
+    try:
+        return conformance_record.trial_stats(model, wb.trace, wb.updates, ctx.data, ctx.canaries, ctx.clip_norm,
+                                              member)
+    except InputError as exc:
+        raise TrainerError(f"trainer {name!r}, trial {i}: {exc}") from exc
 
 
 def _check_portable(ctx: Context) -> None:
@@ -525,6 +546,8 @@ def _play(ctx: Context, design: Design, n_trials: int, run_dir: str | Path | Non
     seeds = torch.tensor([r["seed"] for r in recs], dtype=torch.int64)
     meta = {"trainer": trainer_name(ctx.trainer), "canary_kind": ctx.canaries.kind, "seed": int(ctx.seed),
             "game_id": game_id, "m": m}
+    if all("conformance" in r for r in recs):  # the dead_feature canary in the white box: audit/conformance.py
+        meta["conformance"] = [r["conformance"] for r in recs]
     return AttackOutcome(design, ctx.threat, scores, truth, torch.arange(n_trials).repeat_interleave(m),
                          torch.arange(m).repeat(n_trials), seeds.repeat_interleave(m), meta, ctx.spec,
                          primary_score=ctx.score)

@@ -130,6 +130,9 @@ RECOMMENDED_DESIGN = RECOMMENDED_BLACK_BOX  # the design for a trainer that take
 # the mean-image canary (reads the bias: catches noise missing on some parameters, which the blank canary
 # misses). The run's significance is shared between the two (Bonferroni), so the verdict keeps its confidence.
 RECOMMENDED_VARIANTS = [{"name": "main"}, {"name": "mean_image", "canary": {"kind": "mean_image"}}]
+# ... and, in the white box, a third audit whose dead_feature canary feeds the conformance tests of the DP-SGD
+# proof's premises (audit/conformance.py; they share that audit's significance with its ε audit).
+CONFORMANCE_VARIANT = {"name": "conformance", "canary": {"kind": "dead_feature"}}
 # Scores only a user trainer's audit computes (attacks/plugin.py), beside the registered ones.
 USER_TRAINER_SCORES = ("step_spread",)
 
@@ -415,6 +418,8 @@ def loads(text: str, *, base_dir: str | Path | None = None) -> dict[str, Any]:
         raw["canary"], raw["attack"] = design["canary"], design["attack"]
         if not variants_raw:
             variants_raw = copy.deepcopy(RECOMMENDED_VARIANTS)
+            if design["attack"]["threat_model"] == "white_box":
+                variants_raw.append(copy.deepcopy(CONFORMANCE_VARIANT))
     if not isinstance(variants_raw, list):
         raise InputError("variant must be an array of tables ([[variant]])")
     base = _validate_sections(raw)

@@ -53,8 +53,10 @@ __all__ = [
     "ClaimCheck",
     "ClaimSummary",
     "ConfidenceBoxes",
+    "Conformance",
     "CurveSamples",
     "NonFinite",
+    "PremiseTest",
     "Reconstruction",
     "Roc",
     "RunConfig",
@@ -323,6 +325,37 @@ class OneRunStatistic:
 
 
 @dataclass(frozen=True)
+class PremiseTest:
+    """One conformance test of a premise of the DP-SGD proof (:mod:`audit.conformance`).
+
+    ``rejected`` is a finding at level ``level`` (the premise is broken: a bug, never noise);
+    ``skipped`` says why a test was not run (then ``p_value`` is None and it rejects nothing).
+    """
+
+    name: str
+    premise: str
+    null: str
+    statistic_name: str
+    statistic: float | None
+    p_value: float | None
+    level: float
+    rejected: bool
+    finding: str
+    skipped: str | None = None
+
+
+@dataclass(frozen=True)
+class Conformance:
+    """The premise tests of one white-box audit: they share ``significance``, each at ``level`` (Bonferroni)."""
+
+    significance: float
+    level: float
+    tests: tuple[PremiseTest, ...]
+    rejected: bool
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Runtime:
     """Seconds spent playing the game and in total (game + comparison)."""
 
@@ -402,6 +435,7 @@ class AuditResult:
     claim: ClaimCheck | None = None
     models_at_once: int | None = None  # models one chunk trained at once (1: a user trainer, one per trial)
     nonfinite: NonFinite | None = None  # dpaudit score: how ±inf scores were ranked
+    conformance: Conformance | None = None  # the premise tests (white-box user trainer, dead_feature canary)
 
     def __post_init__(self) -> None:
         check_name(self.name, "audit name")

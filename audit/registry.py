@@ -24,6 +24,7 @@ from typing import Any
 
 from accountants._validate import InputError
 from attacks import canaries as canaries_mod
+from attacks import conformance_record
 from attacks import faults as faults_mod
 from attacks import membership as mia
 from attacks.threat import BlackBox, HiddenState, WhiteBox
@@ -131,6 +132,11 @@ register_canary("blank", "input", lambda model, p0, d, m, norm, g: canaries_mod.
                 "an all-zero input with a random label")
 register_canary("mean_image", "input", lambda model, p0, d, m, norm, g: canaries_mod.mean_image(d, m, generator=g),
                 "the data's mean record (x = 0 after standardisation), a random label: reads the bias")
+register_canary("dead_feature", "input",
+                lambda model, p0, d, m, norm, g: conformance_record.dead_feature(d, m, value=max(10.0, 10.0 * norm),
+                                                                                 generator=g),
+                "the mean record with a large value on a feature that is 0 in all data: the conformance tests' "
+                "canary (white box: audit/conformance.py)")
 register_canary("out_of_distribution", "input",
                 lambda model, p0, d, m, norm, g: canaries_mod.out_of_distribution(d, m, generator=g),
                 "an input far outside the data")

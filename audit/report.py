@@ -89,7 +89,7 @@ def claim_status(c: model.ClaimCheck) -> str:
 
 
 def _audit_verdict(a: AuditResult) -> str:
-    if a.violation.violated:
+    if a.violation.violated or (a.conformance is not None and a.conformance.rejected):
         return "VIOLATION"
     if a.claim is not None and not a.claim.holds:
         return f"claim {claim_status(a.claim)}"
@@ -119,7 +119,8 @@ def summary_rows(result: RunResult) -> list[list[str]]:
         rows.append([a.name, a.design, a.threat_model, a.score, str(a.trials), _down(_lower(a)), _up(a.ceiling),
                      _f(a.epsilon_certifiable), _f(a.certifiable_ratio, 2), _up(a.epsilon_tight), _up(a.epsilon_rdp),
                      _f(_ratio(_lower(a), a.ceiling), 2), _f(a.tightness_tight, 2),
-                     _f(gdp.epsilon_estimate if gdp else None), "VIOLATED" if a.violation.violated else "no"])
+                     _f(gdp.epsilon_estimate if gdp else None), "VIOLATED" if a.violation.violated else (
+                         "PREMISE BROKEN" if a.conformance is not None and a.conformance.rejected else "no")])
     return rows
 
 
@@ -128,6 +129,20 @@ def _confidence_note(result: RunResult) -> str:
     k = max(1, len(result.audits))
     each = f", each audit at {1 - result.significance / k:.4g}" if k > 1 else ""
     return f"{format_confidence(conf)} confidence jointly{each}"
+
+
+def conformance_lines(result: RunResult) -> list[str]:
+    """One line per premise test of every audit that ran them (audit/conformance.py), for the terminal."""
+    out = []
+    for a in result.audits:
+        if a.conformance is None:
+            continue
+        for t in a.conformance.tests:
+            verdict = "REJECTED" if t.rejected else ("skipped" if t.skipped else "holds")
+            p = "n/a" if t.p_value is None else f"{t.p_value:.3g}"
+            out.append(f"  {a.name}: {t.premise}/{t.name}: {verdict} (p = {p}, level {t.level:.3g}): "
+                       f"{t.skipped or t.finding}")
+    return (["conformance (premises of the DP-SGD proof):", *out]) if out else []
 
 
 def summary_table(result: RunResult) -> str:
@@ -142,6 +157,7 @@ def summary_table(result: RunResult) -> str:
     lines.append(f"eps_lower: lower bounds holding jointly at {format_confidence(1 - result.significance)} confidence "
                  f"(delta={result.delta:g}); ceiling: the most this design can certify; eps_tight/eps_rdp: "
                  "accountant upper bounds; eps_estimate: GDP fit, an estimate only.\n" + CERTIFIABLE_SENTENCE)
+    lines += conformance_lines(result)
     return "\n".join(lines)
 
 

@@ -39,7 +39,7 @@ from attacks import dpsgd, games, models, worst_case
 from attacks import faults as faults_mod
 from attacks import membership as mia
 
-from . import comparator, model, registry, statistics, tightness
+from . import comparator, conformance, model, registry, statistics, tightness
 from . import config as config_mod
 from . import formatting as fmt
 
@@ -258,6 +258,10 @@ def audit_variant(v: dict[str, Any], run_dir: Path, *, progress: bool = False,
             out = games.reconstruction_game(setup, c, n_trials=aud["trials"], chunk_size=aud["chunk_size"], **common)
     name = out.primary_score  # the score the outcome documents as its own (issue 12 §5)
     t_game = time.perf_counter() - t0
+    conf = None
+    if out.metadata.get("conformance"):  # the premise tests share this audit's significance with its ε audit
+        aud = {**aud, "significance": aud["significance"] / 2}
+        conf = conformance.run_tests(out.metadata["conformance"], spec, aud["significance"], int(aud["seed"]))
     delta, s = aud["delta"], aud["significance"]
     curves = comparator.analytical_curves(spec, delta)
     res: dict[str, Any] = dict(
@@ -312,7 +316,12 @@ def audit_variant(v: dict[str, Any], run_dir: Path, *, progress: bool = False,
             res["one_run_statistics"] = one_run_statistics(cmp, curves, res.get("epsilon_certifiable"))
         if claim is not None:
             chk = _check_claim(cmp, curves, claim, sc, truth, out.design, aud, spec)
+            if conf is not None:
+                chk["reasons"] += [f"conformance: {t.premise} ({t.name}): {t.finding} (p = {t.p_value:.3g} <= "
+                                   f"{t.level:.3g})" for t in conf.tests if t.rejected]
+                chk["holds"] = chk["holds"] and not conf.rejected
             res["claim"] = model.ClaimCheck(**{**chk, "reasons": tuple(chk["reasons"])})
+    res["conformance"] = conf
     res["runtime_s"] = model.Runtime(round(t_game, 2), round(time.perf_counter() - t0, 2))
     return model.AuditResult(**res)
 
@@ -584,7 +593,8 @@ def summarise(cfg: dict[str, Any], audits: list[model.AuditResult]) -> model.Run
     return model.RunResult(
         created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         significance=s, delta=cfg["audit"]["delta"],
-        violation=any(a.violation.violated for a in audits),
+        violation=any(a.violation.violated or (a.conformance is not None and a.conformance.rejected)
+                      for a in audits),
         epsilon_lower=model.RunEpsilonLower(
             best[0], best[1], 1 - s, f"max over {k} audits, each at significance {s:g}/{k} (Bonferroni): "
                                      f"holds at {1 - s:.4g} jointly"),

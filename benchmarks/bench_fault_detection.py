@@ -37,6 +37,13 @@ so there is no side-by-side ratio; the figure of merit is the catch table itself
     PYTHONPATH=. python benchmarks/bench_fault_detection.py sensitivity
     PYTHONPATH=. python benchmarks/bench_fault_detection.py reach
     PYTHONPATH=. python benchmarks/bench_fault_detection.py table /tmp/fault.jsonl /tmp/fa.jsonl
+    PYTHONPATH=. python benchmarks/bench_fault_detection.py conformance --out /tmp/conf.jsonl --workers 2
+    PYTHONPATH=. python benchmarks/bench_fault_detection.py conformance-table /tmp/conf.jsonl
+
+``conformance`` runs the white-box default's third audit (issue 25, audit/conformance.py): the
+dead_feature canary, its ε audit and six premise tests at the default's levels, on every trainer of
+the zoo (14 bugs, 4 correct trainers: hand-written, Opacus, momentum with and without
+``audit.record_update``).
 """
 
 from __future__ import annotations
@@ -77,7 +84,19 @@ BUGS = {
     "shuffled_batches": "data loader: a shuffled partition into 2 batches per epoch instead of Poisson sampling",
     "noise_div_batch_twice": "noise std divided by the batch size twice (σC/B on the sum)",
     "float16_clip": "per-example norms computed in float16",
+    # added for the conformance tests (issue 25), each from a real report
+    "realised_batch_norm": "noisy sum divided by the realised batch size |B_t| (opacus#571, #819)",
+    "opacus_rate": "sample rate derived as 1/len(loader) and expected batch int(N·q) from the data given "
+                   "(make_private with one canary more: q = 1/3, B = 33 instead of 1/2, 50)",
+    "ceil_batch": "expected batch size computed from the data given, ceil(N·q) (51 with the canary, 50 without)",
+    "accum_clip_sum": "gradient accumulation over 2 micro-batches that clips the accumulated sum, not each example",
+    "noise_every_other_step": "noise added at even steps only",
+    "no_clipping": "per-example clipping skipped (grad_sample missing, so nothing is clipped)",
+    # correct trainers with state
+    "momentum_correct": "correct DP-SGD with heavy-ball momentum 0.9; records its privatised gradient",
+    "momentum_norecord": "correct DP-SGD with heavy-ball momentum 0.9; does not call audit.record_update",
 }
+CORRECT = ("correct", "opacus_correct", "momentum_correct", "momentum_norecord")
 
 
 class Trainer:
@@ -97,7 +116,13 @@ class Trainer:
         n = x.shape[0]
         if audit is not None:
             audit.record([w, b])
-        reused = mask0 = order = None
+        reused = mask0 = order = vel = None
+        q, bsz = Q, B
+        if bug == "opacus_rate":  # PrivacyEngine.make_private: q = 1/len(loader), expected batch int(N q)
+            q = 1.0 / math.ceil(n / B)
+            bsz = int(n * q)
+        elif bug == "ceil_batch":
+            bsz = math.ceil(n * Q)
         for t in range(STEPS):
             if bug == "mask_once":
                 mask0 = torch.rand(n, generator=g) < Q if mask0 is None else mask0
@@ -109,7 +134,7 @@ class Trainer:
                 mask = torch.zeros(n, dtype=torch.bool)
                 mask[idx] = True
             else:
-                mask = torch.rand(n, generator=g) < Q
+                mask = torch.rand(n, generator=g) < q
             r = torch.softmax(x[mask] @ w.T + b, dim=1) - torch.nn.functional.one_hot(y[mask], 10).to(x.dtype)
             grads = [r[:, :, None] * x[mask][:, None, :], r]
             if audit is not None:
@@ -117,10 +142,16 @@ class Trainer:
                 if c is not None:
                     grads = [torch.cat([gi, ci[None]]) for gi, ci in zip(grads, c, strict=True)]
             flat = torch.cat([gi.flatten(1) for gi in grads], dim=1)
-            if bug == "clip_sum":
-                s = flat.sum(dim=0)
+            if bug in ("clip_sum", "accum_clip_sum"):
+                if bug == "clip_sum":
+                    s = flat.sum(dim=0)
+                else:  # two micro-batches summed unclipped into one accumulator, then the accumulator clipped
+                    half = flat.shape[0] // 2
+                    s = flat[:half].sum(dim=0) + flat[half:].sum(dim=0)
                 s = s * min(1.0, C / (float(s.norm()) + 1e-12))
                 sums = [s[:w.numel()].view_as(w), s[w.numel():].view_as(b)]
+            elif bug == "no_clipping":
+                sums = [gi.sum(dim=0) for gi in grads]
             else:
                 if bug == "per_layer_clip":
                     factors = [torch.clamp(C / (gi.flatten(1).norm(dim=1) + 1e-12), max=1.0) for gi in grads]
@@ -140,9 +171,21 @@ class Trainer:
                 z = [torch.randn(s.shape, generator=g) for s in sums]
             if bug == "noise_missing_bias":
                 z[1] = torch.zeros_like(z[1])
+            if bug == "noise_every_other_step" and t % 2:
+                z = [torch.zeros_like(zi) for zi in z]
             noisy = [s + std * zi for s, zi in zip(sums, z, strict=True)]
-            w = w - LR * noisy[0] / B
-            b = b - LR * noisy[1] / B
+            if bug == "realised_batch_norm":
+                upd = [v / max(flat.shape[0], 1) for v in noisy]
+            elif bug.startswith("momentum"):
+                if audit is not None and bug == "momentum_correct":
+                    audit.record_update(noisy)  # the privatised gradient, before the optimizer's state
+                vel = [v / bsz for v in noisy] if vel is None else [0.9 * m + v / bsz for m, v in
+                                                                    zip(vel, noisy, strict=True)]
+                upd = vel
+            else:
+                upd = [v / bsz for v in noisy]
+            w = w - LR * upd[0]
+            b = b - LR * upd[1]
             if audit is not None:
                 audit.record([w, b])
         with torch.no_grad():
@@ -260,6 +303,84 @@ def audit_once(trainer: str, design: str, seed: int, n: int = CHECKPOINTS[-1], c
     half = comparator.compare_membership(s[m], s[~m], spec, delta=DELTA, significance=SIGNIFICANCE / 2, curves=curves)
     rec[f"caught_{n}_half"] = bool(half.violated)
     return rec
+
+
+# The white-box default's third audit (audit.config.CONFORMANCE_VARIANT): the dead_feature canary; its ε audit and
+# its six premise tests share that audit's third of the run's 5 % (each half; the tests Bonferroni).
+DEFAULT_AUDITS = 3
+
+
+def conformance_once(trainer: str, seed: int, n: int) -> dict:
+    """One seeded conformance audit (the default's third audit) of ``trainer`` on n trials, at the default's levels."""
+    from attacks import conformance_record
+    from audit import conformance
+
+    torch.set_num_threads(1)
+    d, spec, curves = _setup()
+    can = conformance_record.dead_feature(d, 1, value=10.0, generator=torch.Generator().manual_seed(seed))
+    ctx = plugin.Context(_trainer(trainer), d, can, seed, "inner_product", None, spec, "white_box", C)
+    t0 = time.perf_counter()
+    out = plugin.multi_run_game(ctx, n_trials=n, progress=False)
+    secs = time.perf_counter() - t0
+    share = SIGNIFICANCE / DEFAULT_AUDITS / 2
+    conf = conformance.run_tests(out.metadata["conformance"], spec, share, seed)
+    s, m = out.scores["inner_product"], out.truth
+    cmp = comparator.compare_membership(s[m], s[~m], spec, delta=DELTA, significance=share, curves=curves)
+    rec = {"trainer": trainer, "design": "conformance", "seed": seed, "trials": n, "seconds": round(secs, 2),
+           "tests_seconds": round(time.perf_counter() - t0 - secs, 2), "eps_caught": bool(cmp.violated),
+           "eps_lower": round(float(cmp.epsilon_lower.value), 4), "premise_caught": bool(conf.rejected),
+           "caught": bool(conf.rejected or cmp.violated), "notes": list(conf.notes)}
+    for t in conf.tests:
+        rec[f"p_{t.name}"] = t.p_value
+        rec[f"rej_{t.name}"] = t.rejected
+        rec[f"finding_{t.name}"] = t.skipped or t.finding
+    return rec
+
+
+def _conf_star(t):
+    return conformance_once(*t)
+
+
+def _run_conformance(tasks, out: str, workers: int) -> None:
+    done = set()
+    if Path(out).exists():
+        done = {(r["trainer"], r["seed"], r["trials"]) for r in map(json.loads, Path(out).read_text().splitlines())}
+    tasks = [t for t in tasks if t not in done]
+    print(f"{len(tasks)} conformance audits to run ({len(done)} already in {out})", flush=True)
+    with open(out, "a", encoding="utf-8") as fh:
+        if workers <= 1:
+            results = (conformance_once(*t) for t in tasks)
+        else:
+            import multiprocessing as mp
+
+            results = mp.get_context("fork").Pool(workers).imap_unordered(_conf_star, tasks)
+        for r in results:
+            fh.write(json.dumps(r) + "\n")
+            fh.flush()
+            print({k: v for k, v in r.items() if not k.startswith(("finding_", "p_"))}, flush=True)
+
+
+def conformance_table(path: str) -> None:
+    """Markdown: which premise test catches which trainer (catch rate over seeds); false alarms with CP bounds."""
+    from audit import conformance
+
+    rows = [json.loads(line) for line in Path(path).read_text().splitlines()]
+    names = [t for t in [*BUGS, "opacus_correct"] if any(r["trainer"] == t for r in rows)]
+    print("| trainer | trials | " + " | ".join(conformance.TESTS) + " | ε audit | caught | s per audit |")
+    print("|---|---|" + "---|" * (len(conformance.TESTS) + 3))
+    for t in names:
+        for n in sorted({r["trials"] for r in rows if r["trainer"] == t}):
+            rs = [r for r in rows if r["trainer"] == t and r["trials"] == n]
+            cells = [f"{sum(r['rej_' + k] for r in rs)}/{len(rs)}" for k in conformance.TESTS]
+            k = sum(r["caught"] for r in rs)
+            sec = sum(r["seconds"] + r.get("tests_seconds", 0) for r in rs) / len(rs)
+            print(f"| {t} | {n} | " + " | ".join(cells) + f" | {sum(r['eps_caught'] for r in rs)}/{len(rs)} | "
+                  f"{k}/{len(rs)} | {sec:.0f} |")
+    correct = [r for r in rows if r["trainer"] in CORRECT]
+    if correct:
+        k = sum(r["caught"] for r in correct)
+        print(f"\nfalse alarms over {len(correct)} audits of correct trainers: {k} "
+              f"(95 % Clopper-Pearson upper bound {clopper_pearson_upper(k, len(correct)):.3f})")
 
 
 def _run(tasks, out: str, workers: int) -> None:
@@ -428,6 +549,15 @@ def main() -> None:
     f.add_argument("--workers", type=int, default=1)
     sub.add_parser("sensitivity", help="measured sensitivity of clip_sum and float16_clip")
     sub.add_parser("reach", help="catch rate of an ideal score vs the true sensitivity (no training)")
+    cf = sub.add_parser("conformance", help="the default's conformance audit (premise tests) on trainers x seeds")
+    cf.add_argument("--out", required=True)
+    cf.add_argument("--trainers", default="all")
+    cf.add_argument("--seeds", type=int, default=1)
+    cf.add_argument("--first-seed", type=int, default=1000)
+    cf.add_argument("--trials", type=int, default=2000)
+    cf.add_argument("--workers", type=int, default=1)
+    ct = sub.add_parser("conformance-table", help="markdown table of the conformance JSONL")
+    ct.add_argument("path")
     t = sub.add_parser("table", help="markdown table from the JSONL results")
     t.add_argument("study")
     t.add_argument("false_alarm", nargs="?")
@@ -442,6 +572,12 @@ def main() -> None:
         tasks = [(tr, dn, 5000 + s, args.trials) for s in range(args.audits) for tr in args.trainers.split(",")
                  for dn in args.designs.split(",")]
         _run(tasks, args.out, args.workers)
+    elif args.cmd == "conformance":
+        trainers = [*BUGS, "opacus_correct"] if args.trainers == "all" else args.trainers.split(",")
+        _run_conformance([(t, args.first_seed + s, args.trials) for s in range(args.seeds) for t in trainers],
+                         args.out, args.workers)
+    elif args.cmd == "conformance-table":
+        conformance_table(args.path)
     elif args.cmd == "sensitivity":
         sensitivity()
     elif args.cmd == "reach":

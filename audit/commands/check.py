@@ -46,10 +46,27 @@ def _junit(result: RunResult, path: str) -> None:
             body = f"<failure message={quoteattr(msg)}>{escape(msg)}</failure>"
         cases.append(f'  <testcase classname="dpaudit.check" name={quoteattr(a.name)} '
                      f'time="{a.runtime_s.total}">{body}</testcase>')
+        cases += _premise_cases(a)
     fails = sum(1 for a in result.audits if a.claim is not None and not a.claim.holds)
+    fails += sum(t.rejected for a in result.audits if a.conformance is not None for t in a.conformance.tests)
     Path(path).write_text(f'<?xml version="1.0" encoding="utf-8"?>\n<testsuite name="dpaudit check" '
                           f'tests="{len(cases)}" failures="{fails}">\n' + "\n".join(cases) + "\n</testsuite>\n",
                           encoding="utf-8")
+
+
+def _premise_cases(a) -> list[str]:
+    """One JUnit test case per conformance test of an audit (audit/conformance.py): failure when rejected."""
+    if a.conformance is None:
+        return []
+    out = []
+    for t in a.conformance.tests:
+        p = "n/a" if t.p_value is None else f"{t.p_value:.3g}"
+        msg = f"{t.finding} (p = {p} <= level {t.level:.3g}); null: {t.null}"
+        body = (f"<failure message={quoteattr(msg)}>{escape(msg)}</failure>" if t.rejected else
+                f"<skipped message={quoteattr(t.skipped)}/>" if t.skipped else "")
+        name = quoteattr(f"{a.name}.{t.premise}.{t.name}")
+        out.append(f'  <testcase classname="dpaudit.check.conformance" name={name} time="0">{body}</testcase>')
+    return out
 
 
 def check_output_file(path: str, flag: str) -> None:

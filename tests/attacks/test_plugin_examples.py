@@ -3,6 +3,8 @@
 Each TOML is run as shipped (200 trials). Measured on the 2-core development machine under load,
 one torch thread: torch 22 s, torch_buggy 12 s, opacus 55 s, opacus_buggy 30 s, opacus_white_box
 34 s (about 2.5 min together; most of it the accountants' curves and Opacus' per-step overhead).
+Since issue 25 the white-box default adds the conformance audit: the two torch examples took 175 s together at load
+average ~15 (seven agents on 2 cores).
 """
 
 from pathlib import Path

@@ -1,0 +1,321 @@
+"""Conformance: test the three premises of the DP-SGD privacy proof on a white-box user trainer.
+
+An ε audit refutes a claim only when the leak is large enough for its trials to certify. A bug can
+break the proof with a leak too small for that (docs/fault-detection.md) and still be visible, because
+it breaks one of the premises the proof rests on, and each premise can be tested from every step of
+every trial. The per-trial records come from :mod:`attacks.conformance_record` (the ``dead_feature``
+canary: coordinates K that only the canary and the noise reach, coordinates R that only the noise
+reaches). Units: every statistic compares the update with the noise on R *at the same step*, so the
+unknown post-processing scale (learning rate, normalisation by a constant batch size) cancels.
+
+Each test's null hypothesis H0 contains every correct DP-SGD and every benign deviation (more noise,
+a smaller clip norm, a fixed initialisation, any learning-rate schedule), so it rejects a correct
+trainer with probability at most its level. The tests (docs/fault-detection.md, "Conformance"):
+
+- **sampling** (independence across steps): Z_t = y_t / √(ss_t/|R|), the canary's per-step shift
+  in units of the noise. H0: in member trials Z_1, …, Z_T are independent (the canary's inclusion
+  is drawn afresh at each step, as Poisson and fixed-size sampling claim). Statistic: twice the sum
+  of the sample covariances between steps, Σ_{s≠t} ĉov(Z_s, Z_t); exact Monte Carlo permutation test
+  (each step's column permuted independently across member trials), two-sided.
+- **contribution** (sensitivity ≤ C): H0: E[Z̄ | member] ≤ r·κ/σ, r the claimed per-step inclusion
+  probability, κ = E√(|R|/χ²_{|R|}) (the reference's Student factor): a record moves the noisy sum by
+  at most C, against noise of std at least σC. One-sided z-test over member trials (CLT over trials).
+- **normalisation** (independent of the data): H0: the noise scale ss_t has the same distribution
+  whether or not the canary is in the data (the scale from noisy sum to update does not depend on
+  the records). Statistic Σ_t log(mean_in ss_t / mean_out ss_t); exact permutation test over the
+  membership labels, two-sided.
+- **scale fixed** (no realised-batch normalisation): H0: the noise scale in the update's units is the
+  same in every trial (a fixed normalisation and learning-rate schedule, whatever its values), so
+  within a step log ss_it is a constant plus log χ²_{|R|}, whose variance ψ′(|R|/2) is known. One-sided
+  z-test of the within-step sample variance against it (variance of a sample variance from the
+  cumulants ψ′, ψ‴ of log χ²; CLT over trials × steps).
+- **noise on every tensor**: H0: each parameter tensor's update gets, on top of its gradient, noise
+  at least as large as R's: Σ_i ‖u_t[tensor]‖² ≥_st (noise)·χ²; per step the one-sided F test (the
+  non-central χ² of signal + noise dominates the central one), combined over steps (Fisher) and
+  tensors (Bonferroni).
+- **fresh noise**: H0: at every step the noise on R has a component outside the span of the earlier
+  steps' R-updates. Under fresh isotropic noise its share f²_t ~ Beta((|R|−t+1)/2, (t−1)/2) exactly;
+  the count of f²_t < 10⁻⁸ is binomial with that tail (≈ 10⁻⁴⁰), so one such step rejects.
+
+**Optimizers with state.** The tests read the privatised gradient when the trainer records it
+(``audit.record_update``); otherwise θ_{t−1} − θ_t, whose noise is fresh at each step only for plain
+SGD. A momentum (or Adam) trainer that does not record its privatised gradient is recognised by the
+fresh-noise shares (their Beta probability-integral transforms have mean below ½ by more than 4
+standard errors while no step is noise-free): the sampling test is then skipped with that reason and
+the contribution, scale and noise-on-every-tensor tests read step 1 only, where any optimizer's update
+is a multiple of the noisy sum (from a state of zeros). Skipping never adds a rejection, so the level
+holds.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from scipy import special, stats
+
+from accountants.events import DPSGD
+from accountants.sampling import Poisson
+
+from . import model
+
+__all__ = ["PERMUTATIONS", "TESTS", "inclusion_rate", "run_tests"]
+
+TESTS = ("sampling", "contribution", "normalisation", "scale_fixed", "noise_every_tensor", "noise_fresh")
+PREMISE = {"sampling": "sampling", "contribution": "contribution", "normalisation": "contribution",
+           "scale_fixed": "contribution", "noise_every_tensor": "noise", "noise_fresh": "noise"}
+NULL = {
+    "sampling": "the canary's inclusion is drawn independently at every step: its per-step shifts Z_t are "
+                "independent across steps (Z_t = y_t / sqrt(ss_t/|R|))",
+    "contribution": "E[mean_t Z_t | canary in the data] <= r·kappa/sigma: one record moves the noisy sum by at most "
+                    "C against noise of std at least sigma·C (r: the claimed inclusion rate)",
+    "normalisation": "the noise scale in the update's units has the same distribution whether or not the canary "
+                     "is in the data",
+    "scale_fixed": "the noise scale in the update's units is the same in every trial (a fixed normalisation and "
+                   "learning-rate schedule): log ss_t - log(scale_t) ~ log chi2_|R|, variance psi'(|R|/2)",
+    "noise_every_tensor": "every parameter tensor's update carries noise at least as large as that on the "
+                          "untouched reference coordinates R",
+    "noise_fresh": "at every step the noise on R has a component outside the span of the earlier steps' noise "
+                   "(share f2_t ~ Beta((|R|-t+1)/2, (t-1)/2))",
+}
+PERMUTATIONS = 1999  # Monte Carlo permutations at least; more where the level needs them (smallest p ≈ level/2)
+_STATE_Z = -4.0  # fresh-noise PIT mean this many standard errors below 1/2: the optimizer carries state
+_FLOOR = 1e-8  # attacks.conformance_record.FRESH_FLOOR
+
+
+def inclusion_rate(spec: DPSGD) -> float:
+    """The claimed probability that a given record is in a given step's batch."""
+    s = spec.sampling
+    if isinstance(s, Poisson):
+        return float(s.rate)
+    return float(s.batch_size) / float(s.dataset_size)
+
+
+def _kappa(df: int) -> float:
+    """E[√(df/χ²_df)] (df ≥ 2): the mean of 1/√(ss/df) for a unit-variance reference."""
+    return math.sqrt(df / 2.0) * math.exp(math.lgamma((df - 1) / 2.0) - math.lgamma(df / 2.0))
+
+
+def _arrays(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    member = np.array([r["member"] for r in records], dtype=bool)
+    y = np.array([r["y"] for r in records], dtype=np.float64)
+    ss = np.array([r["ss"] for r in records], dtype=np.float64)
+    names = list(records[0]["tensors"])
+    tss = {k: np.array([r["tensors"][k]["ss"] for r in records], dtype=np.float64) for k in names}
+    tn = {k: int(records[0]["tensors"][k]["n"]) for k in names}
+    f2 = np.array([r["f2"] for r in records], dtype=np.float64)
+    return {"member": member, "y": y, "ss": ss, "tss": tss, "tn": tn, "f2": f2, "df": int(records[0]["df"]),
+            "mode": records[0]["mode"], "gnorm_min": float(min(r["gnorm_min"] for r in records))}
+
+
+def _z(a: dict, steps: np.ndarray) -> np.ndarray:
+    """Z_t = y_t / √(ss_t/|R|) on the given steps (trials × steps)."""
+    return a["y"][:, steps] / np.sqrt(a["ss"][:, steps] / a["df"])
+
+
+def _two_sided(stat: float, null: np.ndarray) -> float:
+    k = len(null)
+    hi = (1 + int((null >= stat).sum())) / (1 + k)
+    lo = (1 + int((null <= stat).sum())) / (1 + k)
+    return min(1.0, 2 * min(hi, lo))
+
+
+def _cov_stat(z: np.ndarray) -> float:
+    """Σ_{s≠t} ĉov(Z_s, Z_t) = var(row sums) − Σ_t var(column t)."""
+    return float(z.sum(axis=1).var(ddof=1) - z.var(axis=0, ddof=1).sum())
+
+
+def _fresh_pits(f2: np.ndarray, df: int) -> tuple[np.ndarray, np.ndarray]:
+    """(PIT values of the valid f² entries under H0, the Beta lower-tail probability at the floor per step)."""
+    t = np.arange(2, f2.shape[1] + 2)
+    a, b = (df - t + 1) / 2.0, (t - 1) / 2.0
+    return special.betainc(a, b, f2), special.betainc(a, b, _FLOOR)
+
+
+def _result(name: str, stat_name: str, stat: float | None, p: float | None, level: float, finding: str,
+            skipped: str | None = None) -> model.PremiseTest:
+    rejected = skipped is None and p is not None and p <= level
+    return model.PremiseTest(name, PREMISE[name], NULL[name], stat_name, None if stat is None else float(stat),
+                             None if p is None else float(p), level, bool(rejected), finding, skipped)
+
+
+def _sampling(a: dict, steps: np.ndarray, rate: float, level: float, rng: np.random.Generator, skip: str | None,
+              perms: int) -> model.PremiseTest:
+    name, sn = "sampling", "sum over step pairs of cov(Z_s, Z_t), member trials"
+    if skip is not None:
+        return _result(name, sn, None, None, level, "not tested", skip)
+    if len(steps) < 2:
+        return _result(name, sn, None, None, level, "not tested", "fewer than two steps with noise to compare")
+    z = _z(a, steps)[a["member"]]
+    if z.shape[0] < 3:
+        return _result(name, sn, None, None, level, "not tested", "fewer than three member trials")
+    stat = _cov_stat(z)
+    null = np.empty(perms)
+    for lo in range(0, perms, 500):
+        n = min(500, perms - lo)
+        zz = rng.permuted(np.broadcast_to(z.T, (n, *z.T.shape)).copy(), axis=2)  # (n, T, trials)
+        rows = zz.sum(axis=1)
+        null[lo:lo + n] = rows.var(axis=1, ddof=1) - zz.var(axis=2, ddof=1).sum(axis=1)
+    p = _two_sided(stat, null)
+    pairs = len(steps) * (len(steps) - 1)
+    corr = stat / pairs / float(z.var(axis=0, ddof=1).mean())
+    # the inclusions' correlation, estimated as cov(Z_s, Z_t) / (mu² r (1 − r)), mu the shift per inclusion
+    mu = float(z.mean()) / (rate * _kappa(a["df"]))
+    se_mu = float(z.mean(axis=1).std(ddof=1)) / math.sqrt(z.shape[0]) / (rate * _kappa(a["df"]))
+    words = f"the canary's per-step shifts are correlated across steps: {corr:.3f}, expected 0"
+    if mu > 4 * se_mu and 0 < rate < 1:
+        rho = float(np.clip(stat / pairs / (mu * mu * rate * (1 - rate)), -1, 1))
+        words += f"; its inclusions in different steps: correlation {rho:.2f} (estimate), expected 0"
+    return _result(name, sn, stat, p, level, words)
+
+
+def _contribution(a: dict, steps: np.ndarray, rate: float, sigma: float, level: float) -> model.PremiseTest:
+    name = "contribution"
+    z = _z(a, steps)[a["member"]].mean(axis=1)
+    if z.shape[0] < 2:
+        return _result(name, "z", None, None, level, "not tested", "fewer than two member trials")
+    bound = rate * _kappa(a["df"]) / sigma
+    se = float(z.std(ddof=1)) / math.sqrt(z.shape[0])
+    zstat = (float(z.mean()) - bound) / se if se > 0 else (math.inf if z.mean() > bound else -math.inf)
+    p = float(stats.norm.sf(zstat))
+    moved = float(z.mean()) / bound
+    return _result(name, "z = (mean Z - bound) / se", zstat, p, level,
+                   f"the canary moves the update by {moved:.2f} C per step it is in, in units of the claimed "
+                   f"noise sigma·C (at most 1.00 C)")
+
+
+def _normalisation(a: dict, steps: np.ndarray, level: float, rng: np.random.Generator, perms: int
+                   ) -> model.PremiseTest:
+    name, sn = "normalisation", "sum over steps of log(mean ss | in / mean ss | out)"
+    m = a["member"]
+    if m.all() or not m.any():
+        return _result(name, sn, None, None, level, "not tested", "needs trials with and without the canary")
+    ss = a["ss"][:, steps]
+
+    def stat_of(mask: np.ndarray) -> np.ndarray:  # mask (k, n) -> (k,)
+        w_in = mask / mask.sum(axis=1, keepdims=True)
+        w_out = ~mask / (~mask).sum(axis=1, keepdims=True)
+        return np.log(w_in @ ss).sum(axis=1) - np.log(w_out @ ss).sum(axis=1)
+
+    stat = float(stat_of(m[None, :])[0])
+    null = np.concatenate([stat_of(rng.permuted(np.broadcast_to(m, (min(500, perms - lo), m.size)).copy(),
+                                                axis=1)) for lo in range(0, perms, 500)])
+    p = _two_sided(stat, null)
+    ratio = math.exp(stat / (2 * len(steps)))
+    return _result(name, sn, stat, p, level,
+                   f"the noise in the update is {ratio:.3f}x as large when the canary is in the data (expected "
+                   "1.000; a departure means the scale from noisy sum to update depends on the records)")
+
+
+def _scale_fixed(a: dict, steps: np.ndarray, level: float) -> model.PremiseTest:
+    name, sn = "scale_fixed", "z of the within-step variance of log ss against psi'(|R|/2)"
+    n, df = a["ss"].shape[0], a["df"]
+    if n < 4:
+        return _result(name, sn, None, None, level, "not tested", "fewer than four trials")
+    lss = np.log(a["ss"][:, steps])
+    v = float(lss.var(axis=0, ddof=1).mean())  # per-step sample variances, averaged over (independent) steps
+    k2, k4 = float(special.polygamma(1, df / 2)), float(special.polygamma(3, df / 2))  # cumulants of log chi2
+    var_s2 = (k4 + 3 * k2 ** 2 - k2 ** 2 * (n - 3) / (n - 1)) / n  # variance of one sample variance
+    z = (v - k2) / math.sqrt(var_s2 / len(steps))
+    extra = math.sqrt(max(v - k2, 0.0)) / 2  # sd of log(noise std) beyond chi-square's own
+    return _result(name, sn, z, float(stats.norm.sf(z)), level,
+                   f"the noise scale varies from trial to trial by {100 * extra:.1f} % (sd of its log beyond the "
+                   "reference's own; expected 0: the normalisation depends on the realised batch)" if extra > 0 else
+                   "the noise scale is the same in every trial, as expected")
+
+
+def _noise_every_tensor(a: dict, steps: np.ndarray, level: float) -> model.PremiseTest:
+    name, sn = "noise_every_tensor", "smallest (tensor noise / reference noise) std ratio"
+    n, df = a["ss"].shape[0], a["df"]
+    worst_p, worst_ratio, worst = 1.0, math.inf, None
+    for key, tss in a["tss"].items():
+        nj = a["tn"][key]
+        ps, ratios = [], []
+        for t in steps:
+            ref = float(a["ss"][:, t].sum()) / (n * df)
+            f = float(tss[:, t].sum()) / (n * nj) / ref
+            ratios.append(f)
+            ps.append(max(float(stats.f.cdf(f, n * nj, n * df)), 1e-300))
+        p = float(stats.chi2.sf(-2 * np.log(ps).sum(), 2 * len(ps))) if ps else 1.0
+        if p <= worst_p:
+            worst_p, worst, worst_ratio = p, key, math.sqrt(min(ratios)) if ratios else math.inf
+    if worst is None:
+        return _result(name, sn, None, None, level, "not tested", "no tensor outside the reference coordinates")
+    p = min(1.0, worst_p * len(a["tss"]))
+    return _result(name, sn, worst_ratio, p, level,
+                   f"tensor {worst!r} gets at most {worst_ratio:.2f}x the reference noise (its update's spread, "
+                   f"gradient included; at least 1.00x expected)")
+
+
+def _noise_fresh(a: dict, level: float) -> model.PremiseTest:
+    name, sn = "noise_fresh", "steps without fresh noise on R (share f2 < 1e-8)"
+    f2 = a["f2"]
+    if f2.size == 0:
+        return _result(name, sn, None, None, level, "not tested", "fewer than two steps, or |R| < 2")
+    _, floor = _fresh_pits(f2, a["df"])
+    count = int((f2 < _FLOOR).sum())
+    p0 = float(np.max(floor))
+    p = float(stats.binom.sf(count - 1, f2.size, p0)) if count else 1.0
+    worst_t = int(np.argmax((f2 < _FLOOR).sum(axis=0))) + 2
+    finding = (f"{count} of {f2.size} steps carry no fresh noise on the untouched coordinates (most often step "
+               f"{worst_t}): noise reused across steps or missing at some steps" if count else
+               f"every step carries fresh noise (median share {float(np.median(f2)):.2f})")
+    return _result(name, sn, count, max(p, 0.0), level, finding)
+
+
+def _state(a: dict) -> str | None:
+    """A reason to distrust θ-differences (a stateful optimizer), or None (module doc)."""
+    if a["mode"] != "parameters" or a["f2"].size == 0 or (a["f2"] < _FLOOR).any():
+        return None
+    pits, _ = _fresh_pits(a["f2"], a["df"])
+    z = (float(pits.mean()) - 0.5) / math.sqrt(1 / 12 / pits.size)
+    if z < _STATE_Z:
+        return (f"the updates carry state across steps (fresh-noise share {float(np.median(a['f2'])):.2f}, below "
+                "its no-state distribution; momentum or Adam?): call audit.record_update(privatised_gradient) so "
+                "the tests read the noisy sum itself")
+    return None
+
+
+def run_tests(records: Sequence[dict[str, Any]], spec: DPSGD, significance: float, seed: int = 0, *,
+              permutations: int = PERMUTATIONS) -> model.Conformance:
+    """The premise tests on a conformance game's per-trial records, sharing ``significance`` (Bonferroni).
+
+    Args:
+        records: :func:`attacks.conformance_record.trial_stats` of every trial.
+        spec: the claimed DP-SGD (σ, sampling).
+        significance: the conformance tests' share of the run's significance; each test gets 1/len(TESTS) of it.
+        seed: the permutation tests' seed.
+        permutations: Monte Carlo permutations of the two permutation tests (at least 4/level).
+    """
+    a = _arrays(records)
+    level = significance / len(TESTS)
+    permutations = max(permutations, math.ceil(4 / level))  # the smallest two-sided p, 2/(1 + B), is below level
+    rng = np.random.default_rng(seed)
+    rate, sigma = inclusion_rate(spec), float(spec.noise_multiplier)
+    noisy = np.flatnonzero((a["ss"] > 0).all(axis=0))  # steps with noise on R in every trial
+    state = _state(a)
+    early = noisy[:1] if state is not None else noisy
+    skip_sampling = state
+    if skip_sampling is None and spec.sampling.__class__.__name__ == "Shuffle":
+        skip_sampling = "shuffled batches are dependent across steps by design: the independence test does not apply"
+    tests = (_sampling(a, noisy, rate, level, rng, skip_sampling, permutations),
+             _contribution(a, early, rate, sigma, level) if len(early) else
+             _result("contribution", "z", None, None, level, "not tested", "no step with noise on R"),
+             _normalisation(a, noisy, level, rng, permutations) if len(noisy) else
+             _result("normalisation", "", None, None, level, "not tested", "no step with noise on R"),
+             _scale_fixed(a, early, level) if len(early) else
+             _result("scale_fixed", "", None, None, level, "not tested", "no step with noise on R"),
+             _noise_every_tensor(a, early, level),
+             _noise_fresh(a, level))
+    notes = [f"read from {'the recorded privatised gradients' if a['mode'] == 'record_update' else 'θ_(t-1) - θ_t'}; "
+             f"{len(records)} trials, {a['y'].shape[1]} steps, |R| = {a['df']} reference coordinates"]
+    if state is not None:
+        notes.append(state)
+    if a["gnorm_min"] < 1.0:
+        notes.append(f"the canary's gradient fell to {a['gnorm_min']:.2f} C at some step (not clipped there); the "
+                     "sampling test assumes a constant clipped contribution")
+    if len(noisy) < a["ss"].shape[1]:
+        notes.append(f"{a['ss'].shape[1] - len(noisy)} step(s) had no noise on R in some trial")
+    return model.Conformance(significance, level, tuple(tests), any(t.rejected for t in tests), tuple(notes))

@@ -1,0 +1,199 @@
+"""Conformance tests of the DP-SGD premises (audit/conformance.py, attacks/conformance_record.py).
+
+Level: on records drawn from the exact Gaussian model of a correct trainer (tests/audit/conformance_sim.py)
+every test rejects at most about its level. Power: each premise break is rejected. Plumbing: a real
+hand-written trainer through the plugin game.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+
+import mpmath as mp
+import numpy as np
+import pytest
+import torch
+
+import accountants as acc
+from attacks import conformance_record, data, plugin
+from audit import cli, config, conformance, model
+
+from .conformance_sim import records
+
+SPEC = acc.DPSGD(3.0, acc.Poisson(0.5), 10)
+
+
+def _by_name(c: model.Conformance) -> dict[str, model.PremiseTest]:
+    return {t.name: t for t in c.tests}
+
+
+def test_kappa_closed_form_against_mpmath():
+    # E[sqrt(df / chi2_df)] = sqrt(df/2) Γ((df-1)/2) / Γ(df/2): mpmath quadrature of the chi-square density
+    for df in (5, 20, 29):
+        def f(x, df=df):
+            return mp.sqrt(df / x) * x ** (df / 2 - 1) * mp.e ** (-x / 2) / (2 ** (df / 2) * mp.gamma(df / 2))
+        want = float(mp.quad(f, [0, df, mp.inf]))
+        assert conformance._kappa(df) == pytest.approx(want, rel=1e-12)  # both exact; float rounding only
+
+
+def test_fresh_share_follows_its_beta_law():
+    # f²_t of isotropic Gaussian steps ~ Beta((m-t+1)/2, (t-1)/2): its PIT is uniform (mean 1/2, sd 1/√12)
+    g = torch.Generator().manual_seed(0)
+    f2 = np.array([conformance_record._fresh(torch.randn(10, 20, generator=g, dtype=torch.float64))
+                   for _ in range(400)])
+    pit, floor = conformance._fresh_pits(f2, 20)
+    assert abs(pit.mean() - 0.5) < 4 * math.sqrt(1 / 12 / pit.size)
+    assert floor.max() < 1e-40  # the chance of a step without fresh noise under H0
+
+
+def test_fresh_share_is_zero_for_reused_and_missing_noise():
+    v = torch.randn(20, dtype=torch.float64)
+    assert max(conformance_record._fresh(torch.stack([v * (1 + t) for t in range(5)]))) < 1e-20
+    steps = torch.randn(5, 20, dtype=torch.float64)
+    steps[3] = 0.0
+    assert conformance_record._fresh(steps)[2] == 0.0
+
+
+def test_level_on_correct_trainers():
+    # 30 seeded correct audits of 300 trials, each test at 0.05: P(Bin(30, 0.05) >= 6) = 0.016 per test
+    rejected = {n: 0 for n in conformance.TESTS}
+    for seed in range(30):
+        c = conformance.run_tests(records(300, seed=seed), SPEC, 0.05 * len(conformance.TESTS), seed,
+                                  permutations=199)
+        for t in c.tests:
+            rejected[t.name] += t.rejected
+    assert max(rejected.values()) <= 5, rejected
+
+
+@pytest.mark.parametrize("kw", [dict(noise=2.0), dict(contribution=0.3), dict(contribution=0.0),
+                                dict(mode="record_update")])
+def test_benign_deviations_pass(kw):
+    c = conformance.run_tests(records(400, seed=3, **kw), SPEC, 0.01, 3)  # each test at 0.01/6
+    assert not c.rejected, [(t.name, t.p_value) for t in c.tests]
+
+
+@pytest.mark.parametrize(("kw", "name"), [
+    (dict(reuse=True), "noise_fresh"),
+    (dict(bias_noise=0.0), "noise_every_tensor"),
+    (dict(contribution=2.0), "contribution"),
+    (dict(noise=0.5), "contribution"),
+    (dict(scale_jitter=0.1), "scale_fixed"),
+    (dict(member_scale=1.3), "normalisation"),
+    (dict(mask_once=True, sigma=1.0), "sampling"),
+])
+def test_each_premise_break_is_rejected(kw, name):
+    spec = acc.DPSGD(kw.get("sigma", 3.0), acc.Poisson(0.5), 10)
+    c = conformance.run_tests(records(800, seed=5, **kw), spec, 0.05, 5, permutations=199)
+    t = _by_name(c)[name]
+    assert t.rejected and c.rejected, (t.p_value, t.finding)
+
+
+def test_momentum_without_record_update_is_skipped_not_rejected():
+    c = conformance.run_tests(records(600, seed=2, momentum=0.9), SPEC, 0.05, 2, permutations=199)
+    t = _by_name(c)
+    assert not c.rejected
+    assert t["sampling"].skipped and "record_update" in t["sampling"].skipped
+    assert any("state" in n for n in c.notes)
+
+
+def _trainer(noise_scale: float):
+    def train(x, y, *, seed, audit=None):
+        g = torch.Generator().manual_seed(seed)
+        w, b = torch.zeros(10, x.shape[1]), torch.zeros(10)
+        if audit is not None:
+            audit.record([w, b])
+        for _ in range(4):
+            mask = torch.rand(x.shape[0], generator=g) < 0.5
+            r = torch.softmax(x[mask] @ w.T + b, 1) - torch.nn.functional.one_hot(y[mask], 10).float()
+            grads = [r[:, :, None] * x[mask][:, None, :], r]
+            f = torch.clamp(1.0 / (torch.cat([gi.flatten(1) for gi in grads], 1).norm(dim=1) + 1e-12), max=1.0)
+            sums = [(gi * f.view(-1, *[1] * (gi.ndim - 1))).sum(0) for gi in grads]
+            noisy = [s + noise_scale * 3.0 * torch.randn(s.shape, generator=g) for s in sums]
+            w, b = w - 0.5 * noisy[0] / 50, b - 0.5 * noisy[1] / 50
+            if audit is not None:
+                audit.record([w, b])
+        m = torch.nn.Linear(x.shape[1], 10)
+        with torch.no_grad():
+            m.weight.copy_(w)
+            m.bias.copy_(b)
+        return m
+    return train
+
+
+def _game(noise_scale: float, n: int):
+    d = data.digits().subset(slice(0, 100))
+    can = conformance_record.dead_feature(d, 1, value=10.0, generator=torch.Generator().manual_seed(0))
+    ctx = plugin.Context(_trainer(noise_scale), d, can, 0, "inner_product", None, acc.DPSGD(3.0, acc.Poisson(0.5), 4),
+                         "white_box", 1.0)
+    return plugin.multi_run_game(ctx, n_trials=n, progress=False)
+
+
+def test_real_trainer_records_and_verdicts():
+    out = _game(1.0, 40)
+    recs = out.metadata["conformance"]
+    r = recs[0]
+    # digits' first 100 records: features 0, 32, 39 are 0 everywhere; the canary sits on feature 0
+    assert (r["k"], r["df"], r["mode"], len(r["y"]), len(r["f2"])) == (10, 20, "parameters", 4, 3)
+    assert set(r["tensors"]) == {"weight", "bias"} and r["tensors"]["weight"]["n"] == 610
+    spec = acc.DPSGD(3.0, acc.Poisson(0.5), 4)
+    assert not conformance.run_tests(recs, spec, 0.05, 0, permutations=199).rejected
+    bad = conformance.run_tests(_game(1 / 50, 40).metadata["conformance"], spec, 0.05, 0, permutations=199)
+    assert _by_name(bad)["contribution"].rejected  # noise 50x too small: the canary moves the update by ~50 C
+
+
+def test_dead_feature_needs_two_dead_features():
+    d = data.digits().subset(slice(0, 100))
+    shifted = dataclasses.replace(d, x=d.x + 1.0)  # no feature is 0 everywhere any more
+    with pytest.raises(acc.InputError, match="at least two features"):
+        conformance_record.dead_feature(shifted, 1)
+
+
+def test_conformance_round_trips_through_result_json():
+    c = conformance.run_tests(records(100, seed=0), SPEC, 0.05, 0, permutations=199)
+    assert model.from_dict(model.Conformance, model.to_dict(c)) == c
+
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "own_training"
+
+
+def test_white_box_default_adds_the_conformance_audit():
+    c = config.loads('[training]\ntrainer = "torch_trainer:train"\n', base_dir=EXAMPLES)
+    assert [v["name"] for v in c["variant"]] == ["main", "mean_image", "conformance"]
+    assert [v["canary"]["kind"] for v in config.variants(c)] == ["blank", "mean_image", "dead_feature"]
+
+
+def _check(tmp_path, trainer: str) -> tuple[int, str]:
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'[training]\ntrainer = "{trainer}"\ntrainer_dir = "{EXAMPLES.as_posix()}"\nnoise_multiplier = 3.0\n'
+                   'sample_rate = 0.5\nsteps = 10\n[audit]\ntrials = 40\n[claim]\ndelta = 1e-5\n')
+    junit = tmp_path / "j.xml"
+    rc = cli.main(["check", str(cfg), "--junit", str(junit)])
+    return rc, junit.read_text()
+
+
+def test_check_fails_the_build_on_a_noise_bug_through_the_conformance_tests(tmp_path, capsys):
+    # torch_trainer_buggy.py: noise sigma*C/B on the sum (B = 50): the canary moves the update by ~50 C
+    rc, xml = _check(tmp_path, "torch_trainer_buggy:train")
+    out = capsys.readouterr().out
+    assert rc == 1
+    assert 'name="conformance.contribution.contribution"><failure' in xml.replace(' time="0"', "")
+    assert "contribution/contribution: REJECTED" in out
+
+
+def test_check_passes_the_correct_trainer_with_one_junit_case_per_premise_test(tmp_path):
+    rc, xml = _check(tmp_path, "torch_trainer:train")
+    assert rc == 0
+    assert xml.count('classname="dpaudit.check.conformance"') == len(conformance.TESTS)
+    assert "<failure" not in xml
+
+
+def test_record_update_must_be_called_once_per_step():
+    trace = [torch.zeros(650, dtype=torch.float64) for _ in range(4)]
+    with pytest.raises(acc.InputError, match="once per step: 2 calls for 3 steps"):
+        conformance_record._updates(trace, [[torch.zeros(10, 64), torch.zeros(10)]] * 2, 650)
+    u, mode = conformance_record._updates(trace, [[torch.ones(10, 64), torch.ones(10)]] * 3, 650)
+    assert mode == "record_update" and u.shape == (3, 650) and float(u.sum()) == 3 * 650
+    u, mode = conformance_record._updates(trace, [], 650)
+    assert mode == "parameters" and float(u.abs().sum()) == 0.0
