@@ -56,9 +56,7 @@ def estimate(cfg: dict[str, Any]) -> list[VariantEstimate]:
     out = []
     for v in config_mod.variants(cfg):
         aud = v["audit"]
-        m = v["canary"]["count"] if aud["game"] == "one_run" else 1
-        rows = aud["trials"] * m
-        scores = rows * _ROW_BYTES + aud["trials"] * (_TRIAL_BYTES + 24 * m)
+        rows, scores = _scores_bytes(v)
         if v["training"]["trainer"]:
             out.append(VariantEstimate(v["name"], aud["trials"], rows, None, scores, None))
             continue
@@ -70,6 +68,14 @@ def estimate(cfg: dict[str, Any]) -> list[VariantEstimate]:
         seconds = aud["trials"] * setup.spec.steps * (_STEP_S + _PRODUCT_S * batch * params)
         out.append(VariantEstimate(v["name"], aud["trials"], rows, per, scores, seconds))
     return out
+
+
+def _scores_bytes(v: dict[str, Any]) -> tuple[int, int]:
+    """(score rows, bytes the game's records and scores take in memory) of one resolved variant."""
+    aud = v["audit"]
+    m = v["canary"]["count"] if aud["game"] == "one_run" else 1
+    rows = aud["trials"] * m
+    return rows, rows * _ROW_BYTES + aud["trials"] * (_TRIAL_BYTES + 24 * m)
 
 
 def _size(n: float) -> str:
@@ -98,12 +104,14 @@ def describe(cfg: dict[str, Any], *, memory_gb: float | None = None, device: str
         raise InputError(f"--memory-gb {memory_gb:g} is more than this machine's memory ({_size(phys)}); give at "
                          f"most {phys / _GB:.3g}")
     budget = int(memory_gb * _GB) if memory_gb is not None else dpsgd.default_memory_bytes(device)
+    for v in config_mod.variants(cfg):  # before building anything
+        rows, scores = _scores_bytes(v)
+        if phys is not None and scores > phys // 2:
+            raise InputError(f"audit {v['name']!r}: the scores of audit.trials = {v['audit']['trials']} ({rows} rows) "
+                             f"would take about {_size(scores)}, more than half this machine's memory "
+                             f"({_size(phys)}): lower audit.trials (or canary.count)")
     lines = []
     for e in estimate(cfg):
-        if phys is not None and e.scores_bytes_estimate > phys // 2:
-            raise InputError(f"audit {e.name!r}: the scores of audit.trials = {e.trials} ({e.rows} rows) would take "
-                             f"about {_size(e.scores_bytes_estimate)}, more than half this machine's memory "
-                             f"({_size(phys)}): lower audit.trials (or canary.count)")
         if e.bytes_per_model_estimate is None:
             lines.append(f"{e.name}: {e.trials} trials of your trainer; its time and memory are its own (the progress "
                          "bar shows the rate once the first trial is done)")

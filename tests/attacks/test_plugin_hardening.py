@@ -5,6 +5,7 @@ model), ``dpaudit check`` ends with exit 2 and one line naming the trainer and t
 exit 0 or 1 (which CI reads as a verdict) and never with exit 3 (a dpaudit bug).
 """
 
+import json
 import subprocess
 import sys
 import textwrap
@@ -109,7 +110,7 @@ TRAINERS = textwrap.dedent('''
         raise KeyboardInterrupt
 ''')
 
-CLAIM = 'n_records = 30\nnoise_multiplier = 2.0\nsteps = 3\n[audit]\ntrials = 4\n[claim]\nepsilon = 50.0\n'
+CLAIM = 'n_records = 30\nnoise_multiplier = 2.0\nsteps = 3\n[audit]\ntrials = 12\n[claim]\nepsilon = 50.0\n'
 WHITE = '[canary]\nkind = "blank"\n[attack]\nthreat_model = "white_box"\nscore = "inner_product"\n'
 
 
@@ -127,7 +128,7 @@ def _check(capsys, cfg: Path, out: Path, *flags: str) -> tuple[int, str]:
     return rc, "\n".join(line for line in err if not line.startswith("dpaudit check: run folder"))
 
 
-@pytest.mark.parametrize("fn, trial", [("exits0", True), ("exits1", True), ("generator_exit", True),
+@pytest.mark.parametrize(("fn", "trial"), [("exits0", True), ("exits1", True), ("generator_exit", True),
                                        ("forward_exits", True)])
 def test_an_exit_from_train_or_forward_is_exit_2_naming_trainer_and_trial(tmp_path, capsys, fn, trial):
     """sys.exit(0) in user code made check exit 0 with no audit; sys.exit(1) read as a violation."""
@@ -158,7 +159,7 @@ def test_keyboard_interrupt_still_interrupts(tmp_path, monkeypatch):
         plugin.run_trial(ctx, 0)
 
 
-@pytest.mark.parametrize("fn, white, words", [
+@pytest.mark.parametrize(("fn", "white", "words"), [
     ("nan_logits", False, "NaN or inf logits"), ("inf_logits", False, "NaN or inf logits"),
     ("no_logits", False, "K = 0 logits"), ("nan_params", True, "parameters hold NaN or inf"),
     ("growing_record", True, "audit.record call 2 got 653 parameter numbers, the first call 650")])
@@ -180,16 +181,17 @@ def _cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
     """The CLI in a subprocess, so that a trial that is not stopped fails the test instead of hanging it."""
     import audit
 
-    env = {"PYTHONPATH": str(Path(audit.__file__).resolve().parents[1]), "OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"}
+    env = {"PYTHONPATH": str(Path(audit.__file__).resolve().parents[1]), "OMP_NUM_THREADS": "1",
+           "PATH": "/usr/bin:/bin"}
     return subprocess.run([sys.executable, "-m", "audit", *args], cwd=tmp_path, env=env, capture_output=True,
                           text=True, timeout=120)
 
 
-@pytest.mark.parametrize("fn, how", [("sleeps", "flag"), ("spins", "key"), ("sleeps", "process")])
+@pytest.mark.parametrize(("fn", "how"), [("sleeps", "flag"), ("spins", "key"), ("sleeps", "process")])
 def test_a_hanging_trial_stops_at_the_per_trial_timeout(tmp_path, fn, how):
     extra = "trial_timeout = 1.0\n" if how == "key" else ""
     cfg = _config(tmp_path, f"hard:{fn}")
-    cfg.write_text(cfg.read_text().replace("trials = 4\n", "trials = 4\n" + extra), encoding="utf-8")
+    cfg.write_text(cfg.read_text().replace("trials = 12\n", "trials = 12\n" + extra), encoding="utf-8")
     flags = {"flag": ["--trial-timeout", "1"], "key": [],
              "process": ["--trial-timeout", "1", "--backend", "process", "--workers", "1"]}[how]
     p = _cli(tmp_path, "check", str(cfg), "--out", str(tmp_path / "run"), *flags)
@@ -203,7 +205,7 @@ def test_the_timeout_is_checked(tmp_path, capsys):
         rc, err = _check(capsys, cfg, tmp_path / "run", "--trial-timeout", bad)
         assert rc == 2 and "--trial-timeout must be a finite number of seconds > 0" in err
     assert not (tmp_path / "run").exists()
-    with pytest.raises(acc.InputError, match="audit.trial_timeout applies to a user trainer"):
+    with pytest.raises(acc.InputError, match=r"audit\.trial_timeout applies to a user trainer"):
         config.loads("[audit]\ntrial_timeout = 5.0\n")
 
 
@@ -234,7 +236,7 @@ def test_trainer_dir_stays_inside_the_config_folder_unless_absolute(tmp_path, ca
     assert config.load(sub)["training"]["trainer_dir"] == str((inner / "sub").resolve())
     explicit = inner / "explicit.toml"
     explicit.write_text(f'[training]\ntrainer = "far:train"\ntrainer_dir = "{outside}"\n'
-                        + CLAIM.replace("trials = 4", "trials = 12"), encoding="utf-8")  # both members and not
+                        + CLAIM, encoding="utf-8")
     rc, err = _check(capsys, explicit, tmp_path / "run2")
     assert rc == 0, err
 
@@ -290,3 +292,122 @@ def test_a_model_functional_call_cannot_evaluate_is_exit_2_saying_what_to_do(tmp
     ''')
     rc, err = _check(capsys, _config(tmp_path, "hard:tagged", WHITE, src=src), tmp_path / "run")
     assert rc == 2 and "'hard:tagged', trial 0" in err and "remove_hooks()" in err
+
+
+# ------------------------------------------------------------------- audit_trainer is the CLI's check
+
+LEAKY = textwrap.dedent('''
+    import torch
+
+
+    def leaky(x, y, *, seed):
+        """No noise, no clipping, a fixed start: the final model remembers the canary."""
+        model = torch.nn.Linear(x.shape[1], 10)
+        with torch.no_grad():
+            model.weight.zero_()
+            model.bias.zero_()
+        opt = torch.optim.SGD(model.parameters(), lr=1.0)
+        for _ in range(5):
+            opt.zero_grad()
+            torch.nn.functional.cross_entropy(model(x), y, reduction="sum").backward()
+            opt.step()
+        return model
+''')
+
+
+def test_audit_trainer_runs_the_cli_design_and_gives_its_verdict(tmp_path, capsys, monkeypatch):
+    """audit_trainer ran one black-box audit where check runs two (blank and mean image, Bonferroni): the
+    same trainer could pass from Python and fail in CI. Now both give the same audits, bounds and verdict."""
+    from audit.score import audit_trainer
+
+    (tmp_path / "leaky_mod.py").write_text(LEAKY, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    cfg = tmp_path / "leaky.toml"
+    cfg.write_text('[training]\ntrainer = "leaky_mod:leaky"\nnoise_multiplier = 6.0\nsteps = 5\n[audit]\n'
+                   'trials = 60\n[claim]\nepsilon = "accountant"\n', encoding="utf-8")
+    rc = main(["check", str(cfg), "--out", str(tmp_path / "cli"), "--quiet"])
+    capsys.readouterr()
+    cli = json.loads((tmp_path / "cli" / "result.json").read_text(encoding="utf-8"))
+    spec = acc.DPSGD(6.0, acc.Poisson(0.5), 5)
+    r = audit_trainer("leaky_mod:leaky", spec, trials=60, claim_epsilon="accountant", run_dir=tmp_path / "py")
+    assert rc == 1 and r["violation"] and not r["claim"]["holds"]
+    assert [a["name"] for a in r["audits"]] == [a["name"] for a in cli["audits"]] == ["main", "mean_image"]
+    assert [a["significance"] for a in r["audits"]] == [a["significance"] for a in cli["audits"]] == [0.025, 0.025]
+    assert [a["epsilon_lower"] for a in r["audits"]] == [a["epsilon_lower"] for a in cli["audits"]]
+    assert r["violation"] == cli["violation"] and r["claim"]["holds"] == cli["claim"]["holds"]
+    # a callable is the same trainer: same trials, same bounds
+    import leaky_mod
+
+    r2 = audit_trainer(leaky_mod.leaky, spec, trials=60, claim_epsilon="accountant")
+    assert [a["epsilon_lower"] for a in r2["audits"]] == [a["epsilon_lower"] for a in r["audits"]]
+
+
+def test_audit_trainer_refuses_an_existing_run_folder_like_the_cli(tmp_path, monkeypatch):
+    from audit import runs
+    from audit.score import audit_trainer
+
+    (tmp_path / "leaky_mod.py").write_text(LEAKY, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    spec = acc.DPSGD(6.0, acc.Poisson(0.5), 5)
+    kw = dict(trials=10, canary="blank", threat="black_box", run_dir=tmp_path / "run")
+    first = audit_trainer("leaky_mod:leaky", spec, **kw)
+    lines = (tmp_path / "run" / "audits" / "main" / "trials.jsonl").read_text(encoding="utf-8")
+    with pytest.raises(runs.RunError, match="already holds a run"):
+        audit_trainer("leaky_mod:leaky", spec, **kw)
+    again = audit_trainer("leaky_mod:leaky", spec, resume=True, **kw)
+    assert again["audits"][0]["epsilon_lower"] == first["audits"][0]["epsilon_lower"]
+    assert (tmp_path / "run" / "audits" / "main" / "trials.jsonl").read_text(encoding="utf-8") == lines
+
+
+# ------------------------------------------------------------------ check shows what it does, and where
+
+def test_check_without_out_shows_progress_and_a_resumable_run_folder(tmp_path, capsys, monkeypatch):
+    """check without --out printed nothing for minutes and wrote into a temporary folder it then deleted."""
+    cfg = _config(tmp_path, "hard:fitted", src=TRAINERS + textwrap.dedent('''
+        def fitted(x, y, *, seed):
+            return _fit(x, y, seed)
+    '''))
+    monkeypatch.chdir(tmp_path)
+    rc = main(["check", str(cfg)])
+    err = capsys.readouterr().err
+    folder = next(line for line in err.splitlines() if "run folder" in line).split("'")[1]
+    assert rc == 0 and "estimate: main: 12 trials of your trainer" in err and "trials (hard:fitted)" in err
+    assert (tmp_path / folder / "result.json").is_file() and (tmp_path / folder / "report.html").is_file()
+    assert main(["check", str(cfg), "--resume", "--out", folder, "--quiet"]) == 0
+    assert main(["check", str(cfg), "--resume"]) == 2
+    assert "--resume needs --out" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------- estimate before starting
+
+@pytest.mark.parametrize(("keys", "words"), [("steps = 100000", "training.steps = 100000"),
+                                             ('model = "mlp"\nhidden = 4096', "training.hidden = 4096")])
+def test_a_model_that_cannot_fit_is_refused_naming_the_key(tmp_path, capsys, keys, words):
+    cfg = tmp_path / "big.toml"
+    cfg.write_text(f"[training]\n{keys}\n[audit]\ntrials = 10\n", encoding="utf-8")
+    rc = main(["run", str(cfg), "--out", str(tmp_path / "run"), "--memory-gb", "0.25"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "one model needs about" in err and words in err and "--memory-gb" in err
+    assert not (tmp_path / "run").exists()  # refused before the run folder is made
+
+
+@pytest.mark.parametrize("value", ["inf", "nan", "0", "-1", "1e9"])
+def test_memory_gb_must_be_finite_and_fit_the_machine(tmp_path, capsys, value):
+    """--memory-gb inf overflowed (exit 3); 1e9 GiB is more than any machine here has."""
+    rc = main(["run", "--out", str(tmp_path / "run"), "--memory-gb", value, "--quiet"])
+    assert rc == 2 and "--memory-gb" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
+
+
+def test_the_estimate_prints_time_and_memory_of_a_long_run():
+    from audit import estimate
+
+    cfg = config.loads("[training]\nsteps = 100000\n[audit]\ntrials = 1000000\nlift_limits = true\n")
+    lines = estimate.describe(cfg)
+    assert len(lines) == 1 and all("per model" in line and "time_estimate" in line for line in lines)
+    assert all("days" in line for line in lines)  # 1e6 trials x 1e5 steps: about 2e6 s of one core at least
+    big = config.loads('[audit]\ngame = "one_run"\ntrials = 1000000\nlift_limits = true\n[canary]\ncount = 10000\n')
+    phys = estimate.physical_memory()
+    if phys is not None and phys < 600 * 2**30:  # 1e10 score rows: about 640 GB
+        with pytest.raises(acc.InputError, match=r"lower audit\.trials"):
+            estimate.describe(big)
