@@ -411,3 +411,36 @@ def test_the_estimate_prints_time_and_memory_of_a_long_run():
     if phys is not None and phys < 600 * 2**30:  # 1e10 score rows: about 640 GB
         with pytest.raises(acc.InputError, match=r"lower audit\.trials"):
             estimate.describe(big)
+
+
+# --------------------------------------------------------------------------------------------- threads
+
+THREADS = textwrap.dedent('''
+    import torch
+
+    AT_IMPORT = torch.get_num_threads()
+
+
+    def train(x, y, *, seed):
+        """Fails the trial unless torch's threads were set (by --threads, default 1) before this module was imported."""
+        import os
+
+        want = int(os.environ["DPAUDIT_TEST_THREADS"])
+        if (AT_IMPORT, torch.get_num_threads()) != (want, want):
+            raise RuntimeError(f"threads {AT_IMPORT}, {torch.get_num_threads()}; want {want}")
+        torch.manual_seed(seed)
+        return torch.nn.Linear(x.shape[1], 10)
+''')
+
+
+@pytest.mark.parametrize(("flag", "want"), [((), 1), (("--threads", "2"), 2)])
+def test_threads_are_set_before_the_trainer_module_is_imported(tmp_path, capsys, monkeypatch, flag, want):
+    monkeypatch.setenv("DPAUDIT_TEST_THREADS", str(want))
+    n = torch.get_num_threads()
+    torch.set_num_threads(3)  # what torch would pick on a bigger machine
+    try:
+        rc, err = _check(capsys, _config(tmp_path, f"threads_{want}:train", src=THREADS, module=f"threads_{want}"),
+                         tmp_path / "run", *flag)
+    finally:
+        torch.set_num_threads(n)
+    assert rc == 0, err
