@@ -35,6 +35,7 @@ class VariantEstimate:
 
     name: str
     trials: int
+    chunk_size: int
     rows: int
     bytes_per_model_estimate: int | None
     scores_bytes_estimate: int
@@ -58,7 +59,7 @@ def estimate(cfg: dict[str, Any]) -> list[VariantEstimate]:
         aud = v["audit"]
         rows, scores = _scores_bytes(v)
         if v["training"]["trainer"]:
-            out.append(VariantEstimate(v["name"], aud["trials"], rows, None, scores, None))
+            out.append(VariantEstimate(v["name"], aud["trials"], 1, rows, None, scores, None))
             continue
         setup, c, _, _ = runs.build(v)
         per = dpsgd.bytes_per_model(setup.spec, setup.model, setup.data, m=getattr(c, "records", c.m), probes=c.m)
@@ -66,7 +67,8 @@ def estimate(cfg: dict[str, Any]) -> list[VariantEstimate]:
         batch = min(n, max(1.0, float(samplers.expected_batch_size(setup.spec.sampling, n))))
         params = sum(p.numel() for p in setup.model.parameters())
         seconds = aud["trials"] * setup.spec.steps * (_STEP_S + _PRODUCT_S * batch * params)
-        out.append(VariantEstimate(v["name"], aud["trials"], rows, per, scores, seconds))
+        out.append(VariantEstimate(v["name"], aud["trials"], min(aud["chunk_size"], aud["trials"]), rows, per, scores,
+                                   seconds))
     return out
 
 
@@ -121,8 +123,8 @@ def describe(cfg: dict[str, Any], *, memory_gb: float | None = None, device: str
             raise InputError(f"audit {e.name!r}: one model needs about {_size(e.bytes_per_model_estimate)} "
                              f"(estimate), more than the memory budget {_size(budget)} ({where}): lower "
                              f"{_culprits(cfg)}")
-        at_once = dpsgd.models_that_fit(budget, e.bytes_per_model_estimate, cap=max(1, e.trials))
+        at_once = dpsgd.models_that_fit(budget, e.bytes_per_model_estimate, cap=e.chunk_size)
         lines.append(f"{e.name}: {e.trials} trials, about {_size(e.bytes_per_model_estimate)} per model, "
-                     f"{min(at_once, e.trials)} at once; time_estimate {_duration(e.seconds_estimate or 0.0)} "
+                     f"{at_once} at once; time_estimate {_duration(e.seconds_estimate or 0.0)} "
                      "(one idle core; rough)")
     return lines
