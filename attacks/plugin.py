@@ -33,9 +33,11 @@ is chosen; they differ in which bugs they see (docs/fault-detection.md).
 
 Referenced as ``"module:function"`` (TOML ``[training] trainer``): the module is imported from
 ``base_dir`` (the configuration file's folder) first, then from ``sys.path``. A callable works
-too. A trainer that cannot be imported, has the wrong signature, raises, or returns something
-else than an ``nn.Module`` giving (B, K) logits raises :class:`TrainerError` naming the trainer
-and the trial; the trials finished before it are kept in ``trials.jsonl``.
+too. A trainer that cannot be imported, has the wrong signature, raises or exits (any
+``BaseException`` but ``KeyboardInterrupt``), runs past ``Context.timeout``, or returns something
+else than an ``nn.Module`` giving finite (B, K) logits raises :class:`TrainerError` naming the
+trainer and the trial; the trials finished before it are kept in ``trials.jsonl``. The reference
+is dotted names only, looked up in ``trainer_dir`` (:func:`trainer_folder`) first.
 
 The game is written as one pure function per trial, :func:`run_trial` ``(context, i) -> record``:
 everything trial i draws comes from ``trial_seed(seed, i)``, so any backend that maps it over
@@ -469,7 +471,7 @@ def _scores(model: nn.Module, x: Tensor, y: Tensor, kind: str, name: str, i: int
     was = model.training
     model.eval()
     try:
-        with torch.no_grad():
+        with torch.no_grad(), _hook_free(model):
             z = model(x)
     except KeyboardInterrupt:
         raise
