@@ -509,8 +509,8 @@ def load_resolved(path: str | Path) -> dict[str, Any]:
         raw = tomllib.loads(text.replace("\r\n", "\n"))
     except (tomllib.TOMLDecodeError, RecursionError):
         raise InputError(f"{str(path)!r} is not valid TOML; {how}") from None
-    for section, keys in SCHEMA.items():
-        missing = [k for k in keys if k not in raw.get(section, {})]
+    for section, keys in SCHEMA.items():  # audit.trial_timeout came later (issue 23): older runs resume without it
+        missing = [k for k in keys if k not in raw.get(section, {}) and (section, k) != ("audit", "trial_timeout")]
         if missing:
             raise InputError(f"{str(path)!r} lacks {section}.{missing[0]}; {how}")
     return loads(text)

@@ -444,3 +444,11 @@ def test_threads_are_set_before_the_trainer_module_is_imported(tmp_path, capsys,
     finally:
         torch.set_num_threads(n)
     assert rc == 0, err
+
+
+def test_a_run_folder_from_before_the_timeout_key_still_resumes(tmp_path):
+    """config.toml files written before audit.trial_timeout existed lack the key; --resume must still read them."""
+    text = config.dumps(config.loads(""))
+    old = "".join(line + "\n" for line in text.splitlines() if not line.startswith("trial_timeout"))
+    (tmp_path / "config.toml").write_text(old, encoding="utf-8")
+    assert config.load_resolved(tmp_path / "config.toml")["audit"]["trial_timeout"] == 0.0
