@@ -33,9 +33,11 @@ is chosen; they differ in which bugs they see (docs/fault-detection.md).
 
 Referenced as ``"module:function"`` (TOML ``[training] trainer``): the module is imported from
 ``base_dir`` (the configuration file's folder) first, then from ``sys.path``. A callable works
-too. A trainer that cannot be imported, has the wrong signature, raises, or returns something
-else than an ``nn.Module`` giving (B, K) logits raises :class:`TrainerError` naming the trainer
-and the trial; the trials finished before it are kept in ``trials.jsonl``.
+too. A trainer that cannot be imported, has the wrong signature, raises or exits (any
+``BaseException`` but ``KeyboardInterrupt``), runs past ``Context.timeout``, or returns something
+else than an ``nn.Module`` giving finite (B, K) logits raises :class:`TrainerError` naming the
+trainer and the trial; the trials finished before it are kept in ``trials.jsonl``. The reference
+is dotted names only, looked up in ``trainer_dir`` (:func:`trainer_folder`) first.
 
 The game is written as one pure function per trial, :func:`run_trial` ``(context, i) -> record``:
 everything trial i draws comes from ``trial_seed(seed, i)``, so any backend that maps it over
@@ -57,6 +59,7 @@ records, and the driver alone appends them to ``trials.jsonl`` (same line format
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import importlib
@@ -65,7 +68,10 @@ import inspect
 import json
 import math
 import pickle
+import signal
 import sys
+import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -87,7 +93,7 @@ from .data import Dataset
 from .games import TRIALS_FILE, AttackOutcome, Design, _append, _canonical_order, _read_trials, trial_seed
 
 __all__ = ["SCORES", "Context", "DiracCanary", "TrainerError", "WhiteBoxAudit", "load_trainer", "multi_run_game",
-           "one_run_game", "run_trial", "trainer_name"]
+           "one_run_game", "run_trial", "trainer_folder", "trainer_name"]
 
 SCORES = ("loss", "confidence")  # black box
 WHITE_SCORES = ("inner_product", "step_spread")
@@ -132,6 +138,27 @@ def _import(module: str, base_dir: str | None) -> Any:
     return importlib.import_module(module)
 
 
+def trainer_folder(trainer_dir: Any, config_dir: str | Path | None) -> Any:
+    """Where a trainer's module is looked up first: ``[training] trainer_dir`` checked and resolved.
+
+    A configuration names code to run, so it is as trusted as code (docs/own-training.md). Empty:
+    the configuration's folder. Relative: a folder inside the configuration's folder (``..`` is
+    refused). Absolute: another folder, named explicitly — the one way to import from outside it.
+    A value that is not a string is returned as is (the schema check reports it).
+    """
+    if not isinstance(trainer_dir, str):
+        return trainer_dir
+    if not trainer_dir:
+        return "" if config_dir is None else str(Path(config_dir).resolve())
+    p = Path(trainer_dir)
+    if p.is_absolute():
+        return str(p)
+    if ".." in p.parts:
+        raise TrainerError(f"training.trainer_dir {trainer_dir!r} leaves the configuration's folder ('..'); give a "
+                           "folder inside it, or an absolute path to import a trainer from elsewhere explicitly")
+    return str((Path(config_dir).resolve() if config_dir is not None else Path.cwd()) / p)
+
+
 def load_trainer(trainer: str | Callable, base_dir: str | Path | None = None) -> Callable:
     """The trainer callable, imported and its signature checked.  Raises :class:`TrainerError`.
 
@@ -148,9 +175,12 @@ def load_trainer(trainer: str | Callable, base_dir: str | Path | None = None) ->
         if key in _CACHE:
             return _CACHE[key]
         module, attr = trainer.split(":")
+        _check_reference(trainer, module, attr)
         try:
             obj = _import(module, None if base_dir is None else str(base_dir))
-        except Exception as exc:
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # SystemExit, GeneratorExit, ... from the module's own code: never an exit
             where = f" (searched {str(base_dir)!r} first, then sys.path)" if base_dir else " (searched sys.path)"
             raise TrainerError(f"trainer {trainer!r}: cannot import module {module!r}{where}: "
                                f"{type(exc).__name__}: {exc}") from exc
@@ -161,7 +191,6 @@ def load_trainer(trainer: str | Callable, base_dir: str | Path | None = None) ->
         if not callable(obj):
             raise TrainerError(f"trainer {trainer!r} is not callable (a {type(obj).__name__})")
         fn = obj
-        _CACHE[key] = fn
     else:
         raise TrainerError(f"trainer must be 'module:function' or a callable; got {type(trainer).__name__}")
     try:
@@ -174,9 +203,27 @@ def load_trainer(trainer: str | Callable, base_dir: str | Path | None = None) ->
         except TypeError:
             sig.bind(None, None, seed=0, audit=None)  # a white-box-only trainer
     except TypeError as exc:
-        raise TrainerError(f"trainer {trainer_name(trainer)!r} has the wrong signature {_sig(fn)}: {exc}; expected "
-                           "train(x, y, *, seed) -> torch.nn.Module") from None
+        lacks = "seed" not in sig.parameters and all(p.kind != p.VAR_KEYWORD for p in sig.parameters.values())
+        raise TrainerError(f"trainer {trainer_name(trainer)!r} has the wrong signature {_sig(fn)}: " + (
+            "it takes no keyword 'seed'" if lacks else str(exc)) + "; expected train(x, y, *, seed) -> "
+            "torch.nn.Module") from None
+    if isinstance(trainer, str):
+        _CACHE[(trainer, str(base_dir or ""))] = fn  # only a trainer whose signature passed (a cached one skips it)
     return fn
+
+
+def _check_reference(trainer: str, module: str, attr: str) -> None:
+    """A "module:function" reference names a dotted module, never a path: no "..mod", "/abs/mod", "a/../b".
+
+    The module is looked up in the configuration's folder (or ``trainer_dir``) and on ``sys.path``, so
+    a relative or absolute path in the reference would import code from elsewhere by accident.
+    """
+    for what, dotted in (("module", module), ("function", attr)):
+        if not all(part.isidentifier() for part in dotted.split(".")):
+            raise TrainerError(f"trainer {trainer!r}: the {what} {dotted!r} must be dotted Python names (e.g. "
+                               "'my_trainer:train' or 'pkg.mod:train'); relative ('..mod') and file paths are "
+                               "refused: put the module in the configuration's folder, or name another folder "
+                               "with [training] trainer_dir")
 
 
 @dataclass(frozen=True)
@@ -223,8 +270,20 @@ class WhiteBoxAudit:
         self.updates.append([t.detach().to(torch.float64).clone() for t in privatised])
 
     def record(self, params: Iterable[Tensor]) -> None:
-        """Record the current parameters (call before the first step and after every step)."""
-        self.trace.append(torch.cat([p.detach().reshape(-1).to(torch.float64) for p in params]).clone())
+        """Record the current parameters (call before the first step and after every step).
+
+        Raises InputError (reported naming the trainer and the trial) when they are not finite or
+        their number changes between calls.
+        """
+        flat = torch.cat([p.detach().reshape(-1).to(torch.float64) for p in params]).clone()
+        if self.trace and flat.numel() != self.trace[0].numel():
+            raise InputError(f"audit.record call {len(self.trace) + 1} got {flat.numel()} parameter numbers, the "
+                             f"first call {self.trace[0].numel()}: record the same parameters (model.parameters()) "
+                             "every time")
+        if not bool(torch.isfinite(flat).all()):
+            raise InputError(f"audit.record call {len(self.trace) + 1}: the parameters hold NaN or inf (the training "
+                             "diverged: check the learning rate, the noise and the clipping)")
+        self.trace.append(flat)
 
     def canary_gradient(self, params: Iterable[Tensor]) -> list[Tensor] | None:
         """The canary's per-example gradient at this step (shapes and dtypes of ``params``), or None.
@@ -275,6 +334,8 @@ class Context:
             canary is sampled at its Poisson rate.
         threat: "black_box" (the final model) or "white_box" (every update, ``audit=`` keyword).
         clip_norm: C (the gradient canary's norm unit and the input canary's clipping).
+        timeout: seconds one trial (training and scoring) may take, or None; not part of the game's
+            identity (:func:`run_trial`).
     """
 
     trainer: str | Callable
@@ -286,6 +347,7 @@ class Context:
     spec: DPSGD | None = None
     threat: str = "black_box"
     clip_norm: float = 1.0
+    timeout: float | None = None
 
     def __post_init__(self) -> None:
         if self.threat not in ("black_box", "white_box"):
@@ -308,6 +370,10 @@ class Context:
                                  f"out_of_distribution) or a DiracCanary; got {type(self.canaries).__name__}")
         check.integer(0, None, seed=self.seed)
         check.positive(clip_norm=self.clip_norm)
+        if self.timeout is not None:
+            check.positive(timeout=self.timeout)
+            if not math.isfinite(self.timeout):
+                raise InputError(f"timeout must be a finite number of seconds > 0 (or None); got {self.timeout!r}")
 
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
         """Travel to worker processes with tensors as plain arrays (by value).
@@ -356,27 +422,147 @@ def _rebuild_context(*values: Any) -> Context:
     return Context(*(back(v) for v in values))
 
 
+def _user_error(exc: BaseException, what: str) -> TrainerError:
+    """Any exception *or exit* from user code as one TrainerError (exit 2 at the CLI), never a verdict.
+
+    ``SystemExit`` (``sys.exit(0)`` would end the audit with exit 0 and no result), ``GeneratorExit``
+    and other ``BaseException``s count too; only ``KeyboardInterrupt`` still interrupts (callers re-raise it).
+    """
+    if isinstance(exc, SystemExit):
+        return TrainerError(f"{what}: it called sys.exit({exc.code!r}) (SystemExit); a trainer must return the model "
+                            "or raise an exception, never exit")
+    return TrainerError(f"{what}: {type(exc).__name__}: {exc}")
+
+
+class _TrialTimeout(BaseException):
+    """Raised into a trial by the per-trial alarm: a BaseException, so a trainer's ``except Exception`` keeps it."""
+
+
+@contextlib.contextmanager
+def _deadline(seconds: float | None, name: str, i: int) -> Iterator[None]:
+    """Stop trial ``i`` after ``seconds`` (SIGALRM on the main thread of a POSIX process: the local backend and
+    every process or Ray worker). Elsewhere a trial that ran past it is refused when it returns. Code stuck
+    inside native code that never returns to Python is interrupted only when it does (docs/own-training.md)."""
+    if seconds is None:
+        yield
+        return
+    msg = (f"trainer {name!r}, trial {i}: ran past the per-trial timeout of {seconds:g} s (audit.trial_timeout, "
+           "--trial-timeout); raise it, or find what hangs")
+    alarm = hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
+    t0 = time.monotonic()
+    if alarm:
+        def _fire(signum: int, frame: Any) -> None:
+            raise _TrialTimeout()
+
+        old = signal.signal(signal.SIGALRM, _fire)
+        signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    except _TrialTimeout:
+        raise TrainerError(msg) from None
+    finally:
+        if alarm:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, old)
+    if time.monotonic() - t0 > seconds:
+        raise TrainerError(msg)
+
+
+def _finite_scores(scores: list[float], name: str, i: int, what: str) -> list[float]:
+    if not all(math.isfinite(v) for v in scores):
+        raise TrainerError(f"trainer {name!r}, trial {i}: {what} is not finite ({scores}); the training diverged or "
+                           "the model returns NaN/inf")
+    return scores
+
+
 def _scores(model: nn.Module, x: Tensor, y: Tensor, kind: str, name: str, i: int) -> list[float]:
     was = model.training
     model.eval()
     try:
-        with torch.no_grad():
+        with torch.no_grad(), _hook_free(model):
             z = model(x)
-    except Exception as exc:
-        raise TrainerError(f"trainer {name!r}, trial {i}: the returned model fails on the canary input of shape "
-                           f"{tuple(x.shape)}: {type(exc).__name__}: {exc}") from exc
+    except KeyboardInterrupt:
+        raise
+    except (_TrialTimeout, TrainerError):
+        raise
+    except BaseException as exc:
+        raise _user_error(exc, f"trainer {name!r}, trial {i}: the returned model fails on the canary input of shape "
+                               f"{tuple(x.shape)}") from exc
     finally:
         model.train(was)
     if not isinstance(z, Tensor) or z.ndim != 2 or z.shape[0] != x.shape[0]:
         raise TrainerError(f"trainer {name!r}, trial {i}: the returned model must map (B, ...) inputs to (B, K) "
                            f"logits; got {type(z).__name__} {tuple(z.shape) if isinstance(z, Tensor) else ''}")
+    need = max(2, int(y.max()) + 1)
+    if z.shape[1] < need:
+        raise TrainerError(f"trainer {name!r}, trial {i}: the returned model gives K = {z.shape[1]} logits per input; "
+                           f"the labels need K ≥ {need} (one logit per class)")
     z = z.detach().to(torch.float64)
+    if not bool(torch.isfinite(z).all()):
+        raise TrainerError(f"trainer {name!r}, trial {i}: the returned model gives NaN or inf logits on the canary "
+                           "(the training diverged: check the learning rate, the noise and the clipping)")
     zy = z.gather(1, y.view(-1, 1)).squeeze(1)
     if kind == "loss":
         s = zy - torch.logsumexp(z, dim=1)  # −cross-entropy: higher ⇒ member
     else:
         s = zy - torch.logsumexp(z.scatter(1, y.view(-1, 1), -math.inf), dim=1)
-    return [float(v) for v in s]
+    return _finite_scores([float(v) for v in s], name, i, f"the {kind} score")
+
+
+def _training_hooks(model: nn.Module) -> list[tuple[dict, Any, Any]]:
+    """The module hooks Opacus' GradSampleModule left on ``model`` (``remove_hooks()`` not called).
+
+    They count and capture activations at every forward pass and break ``torch.func.functional_call``.
+    Returns (hook dict, key, hook) for each, so they can be put back.
+    """
+    found = []
+    for sub in model.modules():
+        for attr in ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks"):
+            hooks = getattr(sub, attr, None)
+            if not hooks:
+                continue
+            for key, fn in list(hooks.items()):
+                inner = getattr(fn, "func", fn)  # functools.partial (Opacus' backward hook)
+                owner = getattr(inner, "__self__", None)
+                mod = getattr(owner if owner is not None else inner, "__module__", "") or ""
+                if mod.split(".")[0] == "opacus":
+                    found.append((hooks, key, fn))
+    return found
+
+
+@contextlib.contextmanager
+def _hook_free(model: nn.Module) -> Iterator[nn.Module]:
+    """``model`` without the training hooks of :func:`_training_hooks` while dpaudit evaluates it; put back after."""
+    found = _training_hooks(model)
+    for hooks, key, _ in found:
+        del hooks[key]
+    try:
+        yield model
+    finally:
+        for hooks, key, fn in found:
+            hooks[key] = fn
+
+
+def _canary_gradient(model: nn.Module, named: list[tuple[str, Tensor]], flat: Tensor, x: Tensor, y: Tensor,
+                     name: str, i: int) -> Tensor:
+    """∇ℓ(θ; canary) at the recorded flat parameters θ (float64), by ``torch.func.functional_call``."""
+    params, k = {}, 0
+    for key, p in named:
+        params[key] = flat[k:k + p.numel()].view_as(p).to(p.dtype).requires_grad_(True)
+        k += p.numel()
+    try:
+        loss = nn.functional.cross_entropy(torch.func.functional_call(model, params, (x,)), y)
+        g = torch.autograd.grad(loss, list(params.values()), allow_unused=True)
+    except KeyboardInterrupt:
+        raise
+    except (_TrialTimeout, TrainerError):
+        raise
+    except BaseException as exc:
+        raise _user_error(exc, f"trainer {name!r}, trial {i}: dpaudit cannot evaluate the returned model at the "
+                               "recorded parameters (torch.func.functional_call); return the plain module, without "
+                               "training hooks (Opacus: call model.remove_hooks() and return model._module)") from exc
+    return torch.cat([(torch.zeros_like(p) if v is None else v).reshape(-1) for v, (_, p) in zip(g, named, strict=True)]
+                     ).to(torch.float64)
 
 
 def _white_scores(ctx: Context, wb: WhiteBoxAudit, model: nn.Module, name: str, i: int) -> list[float]:
@@ -392,33 +578,32 @@ def _white_scores(ctx: Context, wb: WhiteBoxAudit, model: nn.Module, name: str, 
                                f"{len(wb.sampled)} calls for {u.shape[0]} steps")
         a = u[:, c.coordinate]  # the per-step projections on the canary
         if ctx.score == "step_spread":
-            return [float(((a - a.mean()) ** 2).sum())]
-        return [float(a.sum())]
-    named = [(k, p) for k, p in model.named_parameters()]
-    if sum(p.numel() for _, p in named) != theta.shape[1]:
-        raise TrainerError(f"trainer {name!r}, trial {i}: the recorded parameters ({theta.shape[1]} numbers) are not "
-                           f"those of the returned model ({sum(p.numel() for _, p in named)})")
-    x, y = c.x.to(torch.float32), c.y
-    scores = []
-    for j in range(c.m):
-        total = 0.0
-        for t in range(u.shape[0]):
-            flat, params, k = theta[t], {}, 0
-            for key, p in named:
-                params[key] = flat[k:k + p.numel()].view_as(p).to(p.dtype).requires_grad_(True)
-                k += p.numel()
-            loss = nn.functional.cross_entropy(torch.func.functional_call(model, params, (x[j:j + 1],)), y[j:j + 1])
-            g = torch.cat([v.reshape(-1) for v in torch.autograd.grad(loss, list(params.values()))]).to(torch.float64)
-            g = g * min(1.0, ctx.clip_norm / max(float(g.norm()), 1e-300))  # clip_C, as the trainer would
-            total += float(u[t] @ g) / ctx.clip_norm
-        scores.append(total)
-    return scores
+            return _finite_scores([float(((a - a.mean()) ** 2).sum())], name, i, "the step_spread score")
+        return _finite_scores([float(a.sum())], name, i, "the inner_product score")
+    with _hook_free(model):
+        named = [(k, p) for k, p in model.named_parameters()]
+        if sum(p.numel() for _, p in named) != theta.shape[1]:
+            raise TrainerError(f"trainer {name!r}, trial {i}: the recorded parameters ({theta.shape[1]} numbers) are "
+                               f"not those of the returned model ({sum(p.numel() for _, p in named)})")
+        x, y = c.x.to(torch.float32), c.y
+        scores = []
+        for j in range(c.m):
+            total = 0.0
+            for t in range(u.shape[0]):
+                g = _canary_gradient(model, named, theta[t], x[j:j + 1], y[j:j + 1], name, i)
+                g = g * min(1.0, ctx.clip_norm / max(float(g.norm()), 1e-300))  # clip_C, as the trainer would
+                total += float(u[t] @ g) / ctx.clip_norm
+            scores.append(total)
+    return _finite_scores(scores, name, i, "the inner_product score")
 
 
 def run_trial(ctx: Context, i: int) -> dict[str, Any]:
     """Trial ``i``: draw the canaries' membership, call the trainer, score the canaries.  Pure in (ctx, i).
 
-    Returns the ``trials.jsonl`` record (without ``game_id``; the driver adds it).
+    Returns the ``trials.jsonl`` record (without ``game_id``; the driver adds it). Anything the
+    user's code raises or exits with (``SystemExit`` included, ``KeyboardInterrupt`` excepted), a
+    trial past ``ctx.timeout`` and non-finite logits, parameters or scores raise :class:`TrainerError`
+    naming the trainer and the trial.
     """
     name = trainer_name(ctx.trainer)
     fn = load_trainer(ctx.trainer, ctx.base_dir)
@@ -438,19 +623,22 @@ def run_trial(ctx: Context, i: int) -> dict[str, Any]:
         rate = ctx.spec.sampling.rate if ctx.spec is not None and isinstance(ctx.spec.sampling, Poisson) else None
         wb = WhiteBoxAudit(c if isinstance(c, DiracCanary) else None, bool(members[0]), rate, ctx.clip_norm, g)
         kwargs["audit"] = wb
-    try:
-        model = fn(x, y, **kwargs)
-    except InputError as exc:  # dpaudit's own checks inside the hooks
-        raise TrainerError(f"trainer {name!r}, trial {i}: {exc}") from exc
-    except Exception as exc:
-        raise TrainerError(f"trainer {name!r} raised on trial {i}: {type(exc).__name__}: {exc}") from exc
-    if not isinstance(model, nn.Module):
-        raise TrainerError(f"trainer {name!r}, trial {i}: must return a torch.nn.Module (the final model); got "
-                           f"{type(model).__name__}")
-    if wb is not None:
-        scores = _white_scores(ctx, wb, model, name, i)
-    else:
-        scores = _scores(model, c.x.to(torch.float32), c.y, ctx.score, name, i)
+    with _deadline(ctx.timeout, name, i):
+        try:
+            model = fn(x, y, **kwargs)
+        except InputError as exc:  # dpaudit's own checks inside the hooks
+            raise TrainerError(f"trainer {name!r}, trial {i}: {exc}") from exc
+        except (KeyboardInterrupt, _TrialTimeout):
+            raise
+        except BaseException as exc:  # SystemExit included: user code never decides the exit code
+            raise _user_error(exc, f"trainer {name!r} raised on trial {i}") from exc
+        if not isinstance(model, nn.Module):
+            raise TrainerError(f"trainer {name!r}, trial {i}: must return a torch.nn.Module (the final model); got "
+                               f"{type(model).__name__}")
+        if wb is not None:
+            scores = _white_scores(ctx, wb, model, name, i)
+        else:
+            scores = _scores(model, c.x.to(torch.float32), c.y, ctx.score, name, i)
     rec = {"trial": int(i), "seed": s, "members": [bool(b) for b in members], "scores": {ctx.score: scores}}
     if wb is not None and getattr(c, "kind", None) == conformance_record.KIND:
         rec["conformance"] = _conformance_stats(ctx, wb, model, name, i, bool(members[0]))
@@ -495,6 +683,30 @@ def _check_portable(ctx: Context) -> None:
                            f"{fix}") from None
 
 
+def _check_keywords(fn: Callable, ctx: Context) -> None:
+    """The trainer takes what this audit passes (``seed``; ``audit`` in the white box), or a TrainerError naming
+    the keyword it lacks."""
+    white = ctx.threat == "white_box"
+    try:
+        sig = inspect.signature(fn)
+    except ValueError:
+        return
+    try:
+        sig.bind(None, None, seed=0, **({"audit": None} if white else {}))
+        return
+    except TypeError:
+        pass
+    kinds = {p.kind for p in sig.parameters.values()}
+    takes = {k for k, p in sig.parameters.items() if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)}
+    name = f"trainer {trainer_name(ctx.trainer)!r} {_sig(fn)}"
+    if "seed" not in takes and inspect.Parameter.VAR_KEYWORD not in kinds:
+        raise TrainerError(f"{name} takes no keyword 'seed'; expected train(x, y, *, seed) -> torch.nn.Module (seed "
+                           "all its randomness from seed)")
+    raise TrainerError(f"{name} " + (
+        "takes no keyword 'audit'; a white-box audit needs train(x, y, *, seed, audit)" if white else
+        "needs the keyword 'audit'; give it the default None for a black-box audit"))
+
+
 def _local(fn: Callable, ctx: Any, items: Iterable[int]) -> Iterator[tuple[int, Any]]:
     for i in items:
         yield i, fn(ctx, i)
@@ -504,15 +716,7 @@ def _play(ctx: Context, design: Design, n_trials: int, run_dir: str | Path | Non
           backend: Any) -> AttackOutcome:
     check.integer(1, None, n_trials=n_trials)
     fn = load_trainer(ctx.trainer, ctx.base_dir)  # import and signature errors before any trial
-    white = ctx.threat == "white_box"
-    try:
-        inspect.signature(fn).bind(None, None, seed=0, **({"audit": None} if white else {}))
-    except TypeError:
-        raise TrainerError(f"trainer {trainer_name(ctx.trainer)!r} {_sig(fn)} " + (
-            "takes no keyword 'audit'; a white-box audit needs train(x, y, *, seed, audit)" if white else
-            "needs the keyword 'audit'; give it the default None for a black-box audit")) from None
-    except ValueError:
-        pass
+    _check_keywords(fn, ctx)
     game_id = ctx.game_id(design)
     path = None if run_dir is None else Path(run_dir) / TRIALS_FILE
     done: dict[int, dict] = {}

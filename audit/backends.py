@@ -33,6 +33,7 @@ process pool, Ray's object store); nothing is ever *loaded* from a file with pic
 from __future__ import annotations
 
 import concurrent.futures as cf
+import math
 import multiprocessing as mp
 import os
 import weakref
@@ -83,9 +84,31 @@ def _init_worker(threads: int) -> None:
 
 
 
+DEFAULT_THREADS = 1
+
+
 def default_threads(workers: int) -> int:
-    """Torch threads per worker: the machine's cores shared out, at least 1."""
-    return max(1, (os.cpu_count() or 1) // workers)
+    """Torch intra-op threads per worker: 1 (:data:`DEFAULT_THREADS`), whatever ``workers`` is.
+
+    Each worker trains whole trials, so the workers already use the cores; a worker with several
+    intra-op threads oversubscribes them, and on a loaded machine torch's spinning threads make
+    every trial many times slower (docs/scale.md, measured in issue 23).
+    """
+    check.integer(1, None, workers=workers)
+    return DEFAULT_THREADS
+
+
+def set_threads(threads: int | None) -> int:
+    """Set this process's torch intra-op threads (``--threads``; None: :data:`DEFAULT_THREADS`); returns it.
+
+    Called by ``dpaudit run``/``check`` before any configuration is read, so before a user
+    trainer's module is imported or called.
+    """
+    n = DEFAULT_THREADS if threads is None else threads
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise InputError(f"--threads must be an integer ≥ 1; got {threads!r}")
+    torch.set_num_threads(n)
+    return n
 
 
 class Process(Backend):
@@ -94,7 +117,7 @@ class Process(Backend):
 
     Args:
         workers: processes (≥ 1).
-        threads: torch intra-op threads per worker (default: cores // workers).
+        threads: torch intra-op threads per worker (default 1: :func:`default_threads`).
     """
 
     name = "process"
@@ -243,20 +266,25 @@ class Ray(Backend):
                 ray.cancel(ref)
 
 
-def from_name(name: str, *, workers: int | None = None, ray_address: str | None = None) -> Backend:
-    """The backend called ``name`` ("local", "process" or "ray"), as the CLI's --backend names it."""
+def from_name(name: str, *, workers: int | None = None, ray_address: str | None = None,
+              threads: int | None = None) -> Backend:
+    """The backend called ``name`` ("local", "process" or "ray"), as the CLI's --backend names it.
+
+    ``threads``: torch intra-op threads per worker (None: 1).
+    """
     match name:
         case "local":
             return Local()
         case "process":
-            return Process(2 if workers is None else workers)
+            return Process(2 if workers is None else workers, threads=threads)
         case "ray":
-            return Ray(ray_address)
+            return Ray(ray_address, threads=DEFAULT_THREADS if threads is None else threads)
     raise InputError(f"backend must be one of {list(NAMES)}; got {name!r}")
 
 
 def add_arguments(parser: Any) -> None:
-    """Add --backend, --workers, --ray-address, --memory-gb and --device to an argparse (sub)parser."""
+    """Add --backend, --workers, --ray-address, --memory-gb, --device, --threads and --trial-timeout to an
+    argparse (sub)parser."""
     parser.add_argument("--backend", choices=NAMES, default="local",
                         help="where chunks of trials are trained: this process (local), a pool of --workers "
                              "processes (process), or Ray tasks (ray; pip install 'dpaudit[ray]'); the result is "
@@ -270,6 +298,13 @@ def add_arguments(parser: Any) -> None:
     parser.add_argument("--device", default="cpu",
                         help="where the DP-SGD trainer runs: cpu (default) or cuda / cuda:N; the trials, and so "
                              "the results, are the same draws on every device")
+    parser.add_argument("--threads", type=int, default=None, metavar="N",
+                        help=f"torch intra-op threads of this process (local backend) or of each worker "
+                             f"(process, ray); default {DEFAULT_THREADS}: more oversubscribes a busy machine. Set "
+                             "before a user trainer's code runs")
+    parser.add_argument("--trial-timeout", type=float, default=None, metavar="SECONDS",
+                        help="a user trainer's trial that runs longer stops the run with an error naming the trial "
+                             "(default: [audit] trial_timeout; 0 there means none)")
 
 
 def from_args(args: Any) -> Backend | None:
@@ -279,6 +314,13 @@ def from_args(args: Any) -> Backend | None:
         raise InputError(f"--workers applies to --backend process only; got --backend {name}")
     if getattr(args, "ray_address", None) is not None and name != "ray":
         raise InputError(f"--ray-address applies to --backend ray only; got --backend {name}")
+    set_threads(getattr(args, "threads", None))  # this process, before any user code runs
+    memory = getattr(args, "memory_gb", None)
+    if memory is not None and not (math.isfinite(memory) and memory > 0):
+        raise InputError(f"--memory-gb must be a finite number of GiB > 0; got {memory!r}")
+    timeout = getattr(args, "trial_timeout", None)
+    if timeout is not None and not (math.isfinite(timeout) and timeout > 0):
+        raise InputError(f"--trial-timeout must be a finite number of seconds > 0; got {timeout!r}")
     if name == "local":
         return None
-    return from_name(name, workers=args.workers, ray_address=args.ray_address)
+    return from_name(name, workers=args.workers, ray_address=args.ray_address, threads=getattr(args, "threads", None))

@@ -226,6 +226,7 @@ SCHEMA: dict[str, dict[str, tuple]] = {
         "threshold": (*_registered(lambda: list(registry.strategies())), "bonferroni"),
         "chunk_size": ("int", 1, 500),
         "lift_limits": ("bool", None, False),
+        "trial_timeout": ("float", (0.0, None, "left"), 0.0),  # seconds per trial of a user trainer; 0: none
     },
     "claim": {
         "epsilon": ("claim_epsilon", None, "accountant"),
@@ -343,6 +344,8 @@ def _gradient_canaries() -> set[str]:
 
 def _consistent(c: dict[str, dict[str, Any]], where: str) -> None:
     t, can, att, aud = c["training"], c["canary"], c["attack"], c["audit"]
+    if aud["trial_timeout"] and not t["trainer"]:
+        raise InputError(f"{where}audit.trial_timeout applies to a user trainer ([training] trainer) only")
     if t["trainer"]:  # a user trainer (attacks/plugin.py, docs/own-training.md)
         black = att["threat_model"] == "black_box"
         scores_ok = att["score"] in ("loss", "confidence") if black else (
@@ -414,7 +417,10 @@ def loads(text: str, *, base_dir: str | Path | None = None) -> dict[str, Any]:
     training = raw.get("training")
     if isinstance(training, dict) and training.get("trainer") and "canary" not in raw and "attack" not in raw:
         # a config naming only a user trainer and the claim gets the recommended design for what it supports
-        design = recommended_design(str(training["trainer"]), training.get("trainer_dir") or base_dir)
+        from attacks.plugin import trainer_folder  # a relative trainer_dir stays inside the config's folder
+
+        design = recommended_design(str(training["trainer"]), trainer_folder(training.get("trainer_dir", ""), base_dir)
+                                    or None)
         raw["canary"], raw["attack"] = design["canary"], design["attack"]
         if not variants_raw:
             variants_raw = copy.deepcopy(RECOMMENDED_VARIANTS)
@@ -457,8 +463,13 @@ def load(path: str | Path | None) -> dict[str, Any]:
     if path is None:
         return loads(DEFAULT_TOML)
     cfg = loads(read_text(path, what="config file"), base_dir=Path(path).resolve().parent)
-    if cfg["training"]["trainer"] and not cfg["training"]["trainer_dir"]:
-        cfg["training"]["trainer_dir"] = str(Path(path).resolve().parent)  # a trainer's module is looked up here first
+    from attacks.plugin import trainer_folder  # a relative trainer_dir stays inside the config's folder
+
+    if cfg["training"]["trainer"]:  # a trainer's module is looked up in the config's folder (or trainer_dir) first
+        cfg["training"]["trainer_dir"] = trainer_folder(cfg["training"]["trainer_dir"], Path(path).resolve().parent)
+    for v in cfg["variant"]:
+        if v.get("training", {}).get("trainer_dir"):
+            v["training"]["trainer_dir"] = trainer_folder(v["training"]["trainer_dir"], Path(path).resolve().parent)
     return cfg
 
 
@@ -544,8 +555,8 @@ def load_resolved(path: str | Path) -> dict[str, Any]:
         raw = tomllib.loads(text.replace("\r\n", "\n"))
     except (tomllib.TOMLDecodeError, RecursionError, ValueError):  # ValueError: a 5,000-digit integer
         raise InputError(f"{str(path)!r} is not valid TOML; {how}") from None
-    for section, keys in SCHEMA.items():
-        missing = [k for k in keys if k not in raw.get(section, {})]
+    for section, keys in SCHEMA.items():  # audit.trial_timeout came later (issue 23): older runs resume without it
+        missing = [k for k in keys if k not in raw.get(section, {}) and (section, k) != ("audit", "trial_timeout")]
         if missing:
             raise InputError(f"{str(path)!r} lacks {section}.{missing[0]}; {how}")
     return loads(text)

@@ -148,6 +148,7 @@ class AuditConfig:
     threshold: str
     chunk_size: int
     lift_limits: bool = False  # counts above audit.config.LIMITS allowed (docs/cli.md)
+    trial_timeout: float = 0.0  # seconds per trial of a user trainer; 0: none (docs/own-training.md)
 
 
 @dataclass(frozen=True)

@@ -115,7 +115,8 @@ def build(v: dict[str, Any]) -> tuple[games.Setup, Any, Any, list]:
     return setup, c, threat, scores
 
 
-def _plugin_game(v: dict[str, Any], c: Any, run_dir: Path, progress: bool, backend: Any = None) -> games.AttackOutcome:
+def _plugin_game(v: dict[str, Any], c: Any, run_dir: Path, progress: bool, backend: Any = None,
+                 trial_timeout: float | None = None) -> games.AttackOutcome:
     from attacks import plugin
 
     t, aud = v["training"], v["audit"]
@@ -123,8 +124,9 @@ def _plugin_game(v: dict[str, Any], c: Any, run_dir: Path, progress: bool, backe
     att, can = v["attack"], v["canary"]
     if can["kind"] == "dirac":  # the gradient-canary hook: flat parameter 0 (docs/own-training.md)
         c = plugin.DiracCanary(0, can["norm"])
+    timeout = trial_timeout if trial_timeout is not None else (aud["trial_timeout"] or None)  # the flag, else the key
     ctx = plugin.Context(t["trainer"], d, c, int(aud["seed"]), att["score"], t["trainer_dir"] or None, spec_of(v),
-                         att["threat_model"], t["clip_norm"])
+                         att["threat_model"], t["clip_norm"], timeout)
     if aud["game"] == "one_run":
         return plugin.one_run_game(ctx, n_runs=aud["trials"], run_dir=run_dir, progress=progress, backend=backend)
     return plugin.multi_run_game(ctx, n_trials=aud["trials"], run_dir=run_dir, progress=progress, backend=backend)
@@ -233,7 +235,8 @@ def _boxes(p: statistics.EmpiricalTradeOff) -> model.ConfidenceBoxes:
 
 def audit_variant(v: dict[str, Any], run_dir: Path, *, progress: bool = False,
                   claim: dict[str, float] | None = None, backend: Any = None,
-                  memory_gb: float | None = None, device: str = "cpu") -> model.AuditResult:
+                  memory_gb: float | None = None, device: str = "cpu",
+                  trial_timeout: float | None = None) -> model.AuditResult:
     """Play one variant's game in ``run_dir`` (resuming what is there) and compare it with the accountants.
 
     ``device``: where the trainer runs ("cpu", "cuda"); the game's draws and records do not depend on it.
@@ -247,7 +250,7 @@ def audit_variant(v: dict[str, Any], run_dir: Path, *, progress: bool = False,
     common = dict(threat=threat, seed=int(aud["seed"]), run_dir=run_dir, progress=progress, backend=backend)
     match aud["game"]:
         case _ if v["training"]["trainer"]:  # the user's own trainer (attacks/plugin.py)
-            out = _plugin_game(v, c, run_dir, progress, backend)
+            out = _plugin_game(v, c, run_dir, progress, backend, trial_timeout)
         case "multi_run":
             out = games.multi_run_game(setup, c, scores=scores, n_trials=aud["trials"],
                                        chunk_size=aud["chunk_size"], **common)
@@ -430,7 +433,8 @@ def execute(config_path: str | Path | None, out: str | Path | None, *, resume: b
             progress: bool = True, claim: bool = False,
             on_variant: Callable[[model.AuditResult], None] | None = None,
             backend: Any = None, memory_gb: float | None = None,
-            device: str = "cpu",
+            device: str = "cpu", trial_timeout: float | None = None,
+            on_start: Callable[[dict[str, Any], Path], None] | None = None,
             finish: Callable[[Path, model.RunResult], Any] | None = None) -> tuple[Path, model.RunResult]:
     """Run (or resume) every audit of a configuration in a run folder; write config.toml and result.json.
 
@@ -445,6 +449,10 @@ def execute(config_path: str | Path | None, out: str | Path | None, *, resume: b
         memory_gb: memory one chunk may take (GiB); None: a safe share of the machine
             (:func:`attacks.dpsgd.default_memory_bytes`). Decides how many models train at once.
         device: where the DP-SGD trainer runs, "cpu" or "cuda[:N]" (``--device``); checked first.
+        trial_timeout: seconds per trial of a user trainer (``--trial-timeout``; None: ``audit.trial_timeout``).
+        on_start: called with the resolved configuration and the run folder once everything is checked and
+            before the folder is created (the CLI prints the estimate and the folder; an InputError it
+            raises leaves no run folder behind).
         finish: called with (run folder, result) while the run folder is still locked (the report:
             a ``--resume`` started meanwhile is refused until the report and figures are written).
 
@@ -472,7 +480,9 @@ def execute(config_path: str | Path | None, out: str | Path | None, *, resume: b
             raise RunError(f"run folder {str(out)!r} already holds a run; pass --resume to continue it, or choose "
                            "another --out")
     validate(cfg, claim=claim)
-    _plugin_limits(cfg, backend, device, memory_gb)
+    _plugin_limits(cfg, backend, device, memory_gb, trial_timeout)
+    if on_start is not None:
+        on_start(cfg, out)
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -484,7 +494,7 @@ def execute(config_path: str | Path | None, out: str | Path | None, *, resume: b
                                "choose another --out")
             cfg_file.write_text(config_mod.dumps(cfg), encoding="utf-8")
         result = _run_audits(cfg, out, progress=progress, claim=claim, on_variant=on_variant, backend=backend,
-                             memory_gb=memory_gb, device=device)
+                             memory_gb=memory_gb, device=device, trial_timeout=trial_timeout)
         if finish is not None:
             finish(out, result)
         return out, result
@@ -530,7 +540,8 @@ def lock(folder: Path) -> Iterator[None]:
         os.close(fd)
 
 
-def _plugin_limits(cfg: dict[str, Any], backend: Any, device: str, memory_gb: float | None = None) -> None:
+def _plugin_limits(cfg: dict[str, Any], backend: Any, device: str, memory_gb: float | None = None,
+                   trial_timeout: float | None = None) -> None:
     """Refuse, before any work, the flags a user's own trainer does not honour (never ignore them silently).
 
     A trainer named by ``[training] trainer`` decides its own device and trains one model per call,
@@ -538,7 +549,14 @@ def _plugin_limits(cfg: dict[str, Any], backend: Any, device: str, memory_gb: fl
     (``--backend process|ray`` runs its trials in workers, one trial per task.)
     """
     if not any(v["training"].get("trainer") for v in config_mod.variants(cfg)):
+        if trial_timeout is not None:
+            raise InputError("--trial-timeout applies to a user trainer ([training] trainer) only")
         return
+    from attacks import plugin
+
+    for v in config_mod.variants(cfg):  # a bad reference, import or signature: exit 2 before any run folder exists
+        if v["training"]["trainer"]:
+            plugin.load_trainer(v["training"]["trainer"], v["training"]["trainer_dir"] or None)
     if memory_gb is not None:
         raise InputError("--memory-gb sizes chunks of dpaudit's own vectorised trainer; a user trainer "
                          "([training] trainer) trains one model per call: leave --memory-gb out")
@@ -565,7 +583,8 @@ def validate(cfg: dict[str, Any], *, claim: bool = False) -> None:
 
 def _run_audits(cfg: dict[str, Any], out: Path, *, progress: bool, claim: bool,
                 on_variant: Callable[[model.AuditResult], None] | None, backend: Any = None,
-                memory_gb: float | None = None, device: str = "cpu") -> model.RunResult:
+                memory_gb: float | None = None, device: str = "cpu",
+                trial_timeout: float | None = None) -> model.RunResult:
     audits = []
     variants = config_mod.variants(cfg)
     for v in variants:
@@ -574,7 +593,7 @@ def _run_audits(cfg: dict[str, Any], out: Path, *, progress: bool, claim: bool,
         # epsilon_lower) holds at 1 − significance however many variants the config defines.
         v = {**v, "audit": {**v["audit"], "significance": v["audit"]["significance"] / len(variants)}}
         r = audit_variant(v, out / "audits" / v["name"], progress=progress, claim=cfg["claim"] if claim else None,
-                          backend=backend, memory_gb=memory_gb, device=device)
+                          backend=backend, memory_gb=memory_gb, device=device, trial_timeout=trial_timeout)
         audits.append(r)
         if on_variant is not None:
             on_variant(r)

@@ -419,36 +419,149 @@ def _claim(cmp, member, score, spec, eps_claim, delta, s, design) -> dict[str, A
 
 
 def audit_trainer(trainer: Any, spec: DPSGD, *, trials: int = 200, delta: float = 1e-5, significance: float = 0.05,
-                  dataset: str = "digits", n_records: int = 100, canary: str = "blank", threat: str = "black_box",
+                  dataset: str = "digits", n_records: int = 100, canary: str | None = None, threat: str | None = None,
                   score: str | None = None, clip_norm: float = 1.0, seed: int = 0, run_dir: str | Path | None = None,
-                  out: str | Path | None = None, progress: bool = False, backend: Any = None) -> dict[str, Any]:
+                  resume: bool = False, claim_epsilon: float | str | None = None, out: str | Path | None = None,
+                  progress: bool = False, backend: Any = None, trial_timeout: float | None = None) -> dict[str, Any]:
     """Audit a user trainer (a callable or ``"module:function"``) against ``spec``: the Python twin of a TOML with
-    ``[training] trainer``.  Returns the ``dpaudit.result/2`` dict of :func:`audit_scores` (``result.json``'s object).
+    ``[training] trainer``, run exactly as ``dpaudit run``/``check`` runs it (docs/own-training.md).
 
-    The multi-run game of :mod:`attacks.plugin` (``trials`` runs, the canary in with probability ½; the
-    finished trials kept in ``run_dir/trials.jsonl``), then :func:`audit_scores` on its scores. ``canary``:
-    "blank", "mislabelled", "mean_image", "out_of_distribution", or "dirac" (white box, the gradient-canary hook);
-    ``score`` defaults to "loss" (black box) or "inner_product" (white box); "step_spread" reads the
-    gradient-canary hook's per-step updates (:mod:`attacks.plugin`).
+    Without ``canary``, ``threat`` and ``score`` it is the recommended design of the CLI: white box when the
+    trainer takes the keyword ``audit``, else black box, with the blank canary (``main``) and the
+    mean-image canary beside it, each at ``significance``/2 (Bonferroni), so the verdict is the CLI's.
+    Given any of them, one audit of that design (as a config with ``[canary]``/``[attack]`` keys):
+    ``canary`` "blank", "mislabelled", "mean_image", "out_of_distribution" or "dirac" (white box, the
+    gradient-canary hook); ``score`` defaults to "loss" (black box) or "inner_product" (white box).
+
+    Args:
+        run_dir: a run folder as ``--out`` makes it (config.toml, audits/*/trials.jsonl, result.json);
+            an existing run is refused unless ``resume`` (as the CLI does). None: a temporary folder.
+        claim_epsilon: also decide the claim (ε or "accountant", δ = ``delta``) as ``dpaudit check``.
+        out: also write report.md, report.html and figures/ there.
+        trial_timeout: seconds per trial (``--trial-timeout``).
+
+    Returns:
+        ``result.json``'s object (``dpaudit.result/2``): ``["violation"]``, ``["claim"]["holds"]`` with
+        ``claim_epsilon``, and one entry per audit in ``["audits"]``.
     """
-    from attacks import canaries as canaries_mod
-    from attacks import data as data_mod
+    import tempfile
+
     from attacks import plugin
 
-    d = data_mod.load(dataset).subset(slice(0, n_records))
-    gen = torch.Generator().manual_seed(int(seed))
-    makers = {"blank": canaries_mod.blank, "mislabelled": canaries_mod.mislabelled,
-              "mean_image": canaries_mod.mean_image, "out_of_distribution": canaries_mod.out_of_distribution}
-    if canary == "dirac":
-        c: Any = plugin.DiracCanary(0, 1.0)
-    elif canary in makers:
-        c = makers[canary](d, 1, generator=gen)
+    from . import runs
+
+    if not isinstance(spec, DPSGD):
+        raise InputTypeError(f"spec must be an accountants.DPSGD; got {type(spec).__name__}")
+    name = plugin.trainer_name(trainer)
+    cfg = _trainer_config(trainer, spec, trials=trials, delta=delta, significance=significance, dataset=dataset,
+                          n_records=n_records, canary=canary, threat=threat, score=score, clip_norm=clip_norm,
+                          seed=seed, claim_epsilon=claim_epsilon, name=name)
+    with tempfile.TemporaryDirectory(prefix="dpaudit-trainer-") as tmp:
+        folder = Path(run_dir) if run_dir is not None else Path(tmp) / "run"
+        run = _trainer_run(trainer, cfg, folder, resume=resume, claim=claim_epsilon is not None, progress=progress,
+                           backend=backend, trial_timeout=trial_timeout)
+    if out is not None:
+        from . import model, report
+
+        Path(out).mkdir(parents=True, exist_ok=True)
+        (Path(out) / runs.RESULT_FILE).write_text(model.dumps(run), encoding="utf-8")
+        report.render(Path(out), run)
+    return run.to_json()
+
+
+def _trainer_config(trainer: Any, spec: DPSGD, *, trials: int, delta: float, significance: float, dataset: str,
+                    n_records: int, canary: str | None, threat: str | None, score: str | None, clip_norm: float,
+                    seed: int, claim_epsilon: float | str | None, name: str) -> dict[str, Any]:
+    """The resolved configuration ``dpaudit check`` would read for this trainer and claim (``trainer`` as its name)."""
+    from accountants import describe
+    from accountants.sampling import FixedSize, Poisson, Shuffle
+    from attacks import plugin
+
+    from . import config as config_mod
+    from . import runs
+
+    def lit(v: Any) -> str:
+        return config_mod._toml_value(v)
+
+    s = spec.sampling
+    if isinstance(s, Poisson):
+        sampling = f'sampling = "poisson"\nsample_rate = {lit(float(s.rate))}'
+    elif isinstance(s, (FixedSize, Shuffle)) and not getattr(s, "replace", False):
+        kind = "shuffle" if isinstance(s, Shuffle) else "fixed_size"
+        sampling = f'sampling = "{kind}"\nbatch_size = {lit(int(s.batch_size))}'
     else:
-        raise InputError(f"canary must be one of {sorted([*makers, 'dirac'])}; got {canary!r}")
-    score = score or ("loss" if threat == "black_box" else "inner_product")
-    ctx = plugin.Context(trainer, d, c, int(seed), score, None, spec, threat, clip_norm)
-    game = plugin.multi_run_game(ctx, n_trials=trials, run_dir=run_dir, progress=progress, backend=backend)
-    sc = game.scores[score]
-    return audit_scores({"member": game.truth.numpy(), "score": sc.numpy()}, spec, delta=delta,
-                        significance=significance, out=out,
-                        name=re.sub(r"[^A-Za-z0-9_.-]", "_", plugin.trainer_name(trainer))[-64:].lstrip("."))
+        raise InputError(f"spec.sampling {describe.sampling_kind(s)!r}: a user trainer is audited under poisson, "
+                         "fixed_wor or shuffle sampling")
+    explicit = canary is not None or threat is not None or score is not None
+    if explicit:
+        threat = threat or "black_box"
+        design = {"canary": {"kind": canary or "blank"},
+                  "attack": {"threat_model": threat, "score": score or ("loss" if threat == "black_box" else
+                                                                        "inner_product")}}
+    else:  # the CLI's recommended design, from what the trainer accepts (audit.config.recommended_design)
+        fn = plugin.load_trainer(trainer)
+        try:
+            inspect_ok = _takes_audit(fn)
+        except (TypeError, ValueError):
+            inspect_ok = False
+        design = config_mod.RECOMMENDED_WHITE_BOX if inspect_ok else config_mod.RECOMMENDED_BLACK_BOX
+    text = (f'[training]\ntrainer = {lit(name)}\ndataset = {lit(dataset)}\nn_records = {lit(n_records)}\n'
+            f'noise_multiplier = {lit(float(spec.noise_multiplier))}\n{sampling}\nsteps = {lit(int(spec.steps))}\n'
+            f'clip_norm = {lit(float(clip_norm))}\nneighbouring = {lit(spec.neighbouring.value)}\n'
+            f'[canary]\nkind = {lit(design["canary"]["kind"])}\n'
+            f'[attack]\nthreat_model = {lit(design["attack"]["threat_model"])}\n'
+            f'score = {lit(design["attack"]["score"])}\n'
+            f'[audit]\ntrials = {lit(trials)}\nsignificance = {lit(float(significance))}\ndelta = {lit(float(delta))}\n'
+            f'seed = {lit(seed)}\n[claim]\ndelta = {lit(float(delta))}\n'
+            + ("" if claim_epsilon is None else f"epsilon = {lit(claim_epsilon)}\n"))
+    if not explicit:
+        text += "".join(f"[[variant]]\nname = {lit(v['name'])}\n" + "".join(
+            f"{sec}.{k} = {lit(val)}\n" for sec, tab in v.items() if sec != "name" for k, val in tab.items())
+            for v in config_mod.RECOMMENDED_VARIANTS)
+    cfg = config_mod.loads(text)
+    for v in config_mod.variants(cfg):
+        if runs.spec_of(v) != spec:
+            raise InputError(f"spec {describe.describe(spec)} is not what n_records = {n_records} gives "
+                             f"({describe.describe(runs.spec_of(v))}): a fixed-size dataset_size counts the natural "
+                             "records plus the canary")
+    return cfg
+
+
+def _takes_audit(fn: Any) -> bool:
+    import inspect
+
+    inspect.signature(fn).bind(None, None, seed=0, audit=None)
+    return True
+
+
+def _trainer_run(trainer: Any, cfg: dict[str, Any], folder: Path, *, resume: bool, claim: bool, progress: bool,
+                 backend: Any, trial_timeout: float | None) -> Any:
+    """Run the audits of ``cfg`` with ``trainer`` (a callable stays a callable) in a run folder, as runs.execute."""
+    from . import config as config_mod
+    from . import model, runs
+
+    cfg_file = folder / runs.CONFIG_FILE
+    if resume:
+        if not cfg_file.is_file():
+            raise runs.RunError(f"resume: {str(cfg_file)!r} does not exist; nothing to resume")
+        if config_mod.load_resolved(cfg_file) != cfg:
+            raise runs.RunError(f"resume: the arguments differ from the configuration in {str(cfg_file)!r}")
+    elif cfg_file.exists() or (folder / "audits").exists():
+        raise runs.RunError(f"run folder {str(folder)!r} already holds a run; pass resume=True to continue it, or "
+                            "choose another run_dir")
+    runs.validate(cfg, claim=claim)
+    folder.mkdir(parents=True, exist_ok=True)
+    with runs.lock(folder):
+        if not resume:
+            cfg_file.write_text(config_mod.dumps(cfg), encoding="utf-8")
+        variants = config_mod.variants(cfg)
+        audits = []
+        for v in variants:  # as runs._run_audits: Bonferroni over the audits, the trainer itself (not its name)
+            v = {**v, "training": {**v["training"], "trainer": trainer},
+                 "audit": {**v["audit"], "significance": v["audit"]["significance"] / len(variants)}}
+            audits.append(runs.audit_variant(v, folder / "audits" / v["name"], progress=progress,
+                                             claim=cfg["claim"] if claim else None, backend=backend,
+                                             trial_timeout=trial_timeout))
+        result = runs.summarise(cfg, audits)
+        (folder / runs.RESULT_FILE).write_text(model.dumps(result), encoding="utf-8")
+    return result

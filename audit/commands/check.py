@@ -10,15 +10,15 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
 from accountants._validate import InputError
 
-from .. import backends, registry, report, runs
+from .. import backends, estimate, registry, report, runs
 from .. import formatting as fmt
 from ..model import RunResult
 
@@ -32,8 +32,9 @@ def add_parser(sub: Any) -> None:
         epilog=registry.choices_help(), formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("claims", metavar="CLAIMS.toml", help="configuration with a [claim] section")
     p.add_argument("--junit", default=None, metavar="FILE", help="also write a JUnit XML report")
-    p.add_argument("--out", default=None, help="keep the run folder here (default: a temporary folder)")
-    p.add_argument("--resume", action="store_true", help="continue an interrupted check in --out")
+    p.add_argument("--out", default=None, help="run folder (default runs/<config>-<UTC time>; printed at the start)")
+    p.add_argument("--resume", action="store_true", help="continue an interrupted check in --out, losing nothing")
+    p.add_argument("--quiet", action="store_true", help="no progress bars and no estimate")
     backends.add_arguments(p)
 
 
@@ -81,7 +82,22 @@ def check_output_file(path: str, flag: str) -> None:
         raise InputError(f"{flag} {path!r} is not writable")
 
 
+def announce(command: str, quiet: bool, memory_gb: float | None, device: str):
+    """The ``on_start`` of :func:`audit.runs.execute` for the CLI: print the estimate and the run folder on stderr
+    before the first trial, and refuse what cannot fit (:mod:`audit.estimate`; no run folder is left behind)."""
+    def on_start(cfg: dict[str, Any], folder: Path) -> None:
+        lines = estimate.describe(cfg, memory_gb=memory_gb, device=device)
+        if not quiet:
+            for line in lines:
+                print(f"dpaudit {command}: estimate: {line}", file=sys.stderr)
+        print(f"dpaudit {command}: run folder {str(folder)!r} (interrupted? dpaudit {command} --resume --out "
+              f"{shlex.quote(str(folder))})", file=sys.stderr, flush=True)
+    return on_start
+
+
 def run(args: Any) -> int:
+    if args.resume and args.out is None:
+        raise InputError("--resume needs --out RUN (the run folder to continue)")
     try:
         is_file = Path(args.claims).is_file()
     except (OSError, ValueError):  # a name too long for the file system, a NUL byte
@@ -90,11 +106,13 @@ def run(args: Any) -> int:
         raise InputError(f"CLAIMS.toml {args.claims[:200]!r} does not exist (or cannot be used as a file name)")
     if args.junit:
         check_output_file(args.junit, "--junit")
-    with tempfile.TemporaryDirectory(prefix="dpaudit-check-") as tmp:
-        out = args.out if args.out is not None else Path(tmp) / "run"
-        _, result = runs.execute(args.claims, out, resume=args.resume, progress=False, claim=True,
-                                        backend=backends.from_args(args), memory_gb=args.memory_gb, device=args.device,
-                                        finish=report.render if args.out is not None else None)
+    backend = backends.from_args(args)  # also sets torch's threads, before the trainer's module is imported
+    paths: dict = {}  # the report is written while the run folder is still locked
+    _, result = runs.execute(args.claims, args.out, resume=args.resume, progress=not args.quiet, claim=True,
+                                  backend=backend, memory_gb=args.memory_gb, device=args.device,
+                                  trial_timeout=args.trial_timeout,
+                                  on_start=announce("check", args.quiet, args.memory_gb, args.device),
+                                  finish=lambda f, r: paths.update(report.render(f, r)))
     print(report.summary_table(result))
     if args.junit:
         _junit(result, args.junit)
@@ -106,4 +124,5 @@ def run(args: Any) -> int:
         print(f"{a.name}: claim (epsilon={fmt.exact(c.epsilon)}, delta={c.delta:g}) {report.claim_status(c)}")
         for r in c.reasons:
             print(f"  - {r}", file=sys.stderr if not c.holds else sys.stdout)
+    print(f"report: {paths['html']}")
     return 0 if (result.claim is None or result.claim.holds) and not result.violation else 1

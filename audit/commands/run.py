@@ -10,6 +10,7 @@ from typing import Any
 from accountants._validate import InputError
 
 from .. import backends, registry, report, runs
+from .check import announce
 
 
 def add_parser(sub: Any) -> None:
@@ -36,9 +37,12 @@ def run(args: Any) -> int:
     if args.resume and args.out is None:
         raise InputError("--resume needs --out runs/NAME (the folder to continue)")
     t0 = time.perf_counter()
+    backend = backends.from_args(args)  # also sets torch's threads, before a trainer's module is imported
     paths: dict = {}  # the report is written while the run folder is still locked
     _, result = runs.execute(args.config, args.out, resume=args.resume, progress=not args.quiet,
-                                  backend=backends.from_args(args), memory_gb=args.memory_gb, device=args.device,
+                                  backend=backend, memory_gb=args.memory_gb, device=args.device,
+                                  trial_timeout=args.trial_timeout,
+                                  on_start=announce("run", args.quiet, args.memory_gb, args.device),
                                   finish=lambda f, r: paths.update(report.render(f, r)))
     print(report.summary_table(result))
     print(f"\nreport: {paths['html']}  ({paths['markdown']}, {paths['json']}); {time.perf_counter() - t0:.0f} s")

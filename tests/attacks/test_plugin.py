@@ -248,9 +248,10 @@ def test_audit_trainer_takes_a_callable(tmp_path):
             opt.step()
         return model
 
-    r = audit_trainer(leaky, acc.DPSGD(6.0, acc.Poisson(0.5), 5), trials=60, run_dir=tmp_path)
-    assert r["violation"] and r["audits"][0]["name"].endswith("leaky")
-    assert len((tmp_path / "trials.jsonl").read_text().splitlines()) == 60
+    r = audit_trainer(leaky, acc.DPSGD(6.0, acc.Poisson(0.5), 5), trials=60, run_dir=tmp_path / "run")
+    assert r["violation"] and [a["name"] for a in r["audits"]] == ["main", "mean_image"]  # the CLI's design
+    assert r["config"]["training"]["trainer"].endswith("leaky")
+    assert len((tmp_path / "run" / "audits" / "main" / "trials.jsonl").read_text().splitlines()) == 60
 
 
 def test_device_and_memory_flags_are_refused_for_a_user_trainer_not_ignored(tmp_path):

@@ -18,7 +18,8 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "own_training"
 
 
 @pytest.fixture(autouse=True)
-def one_thread():
+def one_thread(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # check without --out keeps its run folder in runs/ of the working directory
     n = torch.get_num_threads()
     torch.set_num_threads(1)  # tiny models: threads only add contention
     yield

@@ -263,3 +263,16 @@ def test_a_ray_crash_is_not_finished_exit_3_never_a_violation(tmp_path, monkeypa
     assert "not finished" in err and "--resume" in err and "Traceback" not in err
     with pytest.raises(backends.BackendError, match="--resume"):
         backends._ray_get(_FakeRay(failure), object())
+
+
+def test_threads_default_to_one_per_worker_and_are_checked(tmp_path, capsys):
+    """Issue 23 §2: a worker with cores // workers intra-op threads oversubscribed a busy machine (a 200-trial check
+    did not finish in 1,200 s on a loaded 2-core machine; 31 s with one thread). One thread per worker and per
+    local trial unless --threads says otherwise."""
+    assert backends.default_threads(1) == backends.default_threads(8) == 1
+    assert backends.Process(2).threads == 1 and backends.Process(2, threads=3).threads == 3
+    assert backends.from_name("process", workers=2, threads=2).threads == 2
+    for bad in ("0", "-2"):
+        assert main(["run", "--out", str(tmp_path / "r"), "--threads", bad]) == 2
+        assert "--threads must be an integer ≥ 1" in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()
