@@ -118,6 +118,12 @@ class SubsampledGaussianNull:
 OrderNull = EpsDeltaNull | GaussianNull | SubsampledGaussianNull
 
 
+_MIN_MU = 1e-6
+"""Smallest μ the Gaussian families are evaluated at (:func:`_mean_error` rounds smaller μ up to it)."""
+_MAX_MU = 75.0
+"""Above this μ the Gaussian families' mean error is taken as 0 (a lower value; Φ(−μ/2) < 1e-300 there)."""
+
+
 def _sgm_log_masses(mu: float, q: float, c: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(log v(c), log G(c)) for the SGM pair at confidence |L| > c ≥ 0 (q = 1: the Gaussian pair).
 
@@ -172,6 +178,11 @@ def _mean_error(null: OrderNull, theta: float, v: np.ndarray) -> np.ndarray:
             q = 1.0 if isinstance(null, GaussianNull) else float(null.q)
             if theta <= 0:
                 return np.full_like(v, 0.5)
+            # γ̄_θ does not increase with θ (the family is Blackwell-ordered in μ), so evaluating a tiny θ at
+            # _MIN_MU rounds γ̄ down: the sound direction. Below it, x_hi = μ/2 + log(·)/μ overflows (NaN).
+            theta = max(theta, _MIN_MU)
+            if theta > _MAX_MU:  # γ̄ < Φ(−μ/2) underflows; 0 is a lower value (p-values then 1: sound)
+                return np.zeros_like(v)
             c_small = _sgm_c_for(theta, q, math.log(float(v[-1])))
             c_big = _sgm_c_for(theta, q, math.log(float(v[0])))
             c_lo = 0.0 if v[-1] >= 1.0 else max(0.0, c_small - 1e-9 * (1 + c_small))

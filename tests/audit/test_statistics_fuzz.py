@@ -208,6 +208,49 @@ def test_one_run_bounds(x, seed, d, s, guesses):
     _call(st.ceiling_one_run, min(len(x) * 30, 2000) if isinstance(seed, int) else seed, delta=d, significance=s)
 
 
+nulls = hs.one_of(hs.builds(_built(st.EpsDeltaNull), hs.one_of(unit, junk)), hs.just(st.GaussianNull()),
+                  hs.builds(_built(st.SubsampledGaussianNull), hs.one_of(unit, junk)), junk)
+
+
+@FUZZ
+@given(x=score_list, seed=hs.integers(0, 3), d=unit, s=unit,
+       guesses=hs.one_of(hs.none(), hs.lists(hs.integers(-1, 70), max_size=4), hs.just([2.5]), junk))
+def test_one_run_order_bounds(x, seed, d, s, guesses):
+    """Xiang et al.'s order-statistics bounds: a valid bound (ε ≥ 0 not above the ceiling, μ ≥ 0) or an input error."""
+    y = np.random.default_rng(seed).random(len(x)) < 0.5
+    if seed == 3 and len(x) > 1:
+        y = y[:-1]  # length mismatch
+    out = _call(st.epsilon_one_run_order, x, y, delta=d, significance=s, guesses=guesses)
+    if out is not None:
+        assert out.value >= 0
+        if guesses is None and len(x) >= 2:
+            assert out.value <= st.ceiling_one_run_order(len(x), delta=d, significance=s) + 1e-9
+    out = _call(st.gdp_lower_bound_one_run_order, x, y, delta=d, significance=s, guesses=guesses)
+    if out is not None:
+        assert out.mu_lower >= 0
+    _call(st.one_run_order_guess_grid, len(x) if seed else seed - 1)
+
+
+@FUZZ
+@given(null=nulls, theta=reals, m=counts, r=counts, u=counts, d=unit, s=unit)
+def test_one_run_order_p_values_and_theta(null, theta, m, r, u, d, s):
+    """p-values in [0, 1] (and non-decreasing in the error count), θ_lower ≥ 0 or -inf-free, or an input error."""
+    small = isinstance(m, int) and 0 < m <= 2000 and isinstance(r, int) and 0 <= r <= m
+    if not small:  # keep each example fast: big m is the MAX_CANARIES check's business
+        m, r = 50, 10
+    p = _call(st.one_run_order_p_value, null, theta, m, r, u)
+    if p is not None:
+        assert 0.0 <= p <= 1.0
+    ps = _call(st.one_run_order_p_values, null, theta, m, r)
+    if ps is not None:
+        assert np.all((ps >= 0) & (ps <= 1 + 1e-12)) and np.all(np.diff(ps) >= -1e-12)
+    t = _call(st.one_run_order_theta_lower, null, m, r, u, s)
+    if t is not None:
+        assert not math.isnan(t)
+        e = _call(st.order_null_epsilon, null, t, d) if math.isfinite(t) else None
+        assert e is None or e >= 0
+
+
 @pytest.mark.parametrize("bad", [None, "2", [2.0], math.nan, 1.0, 1 + 1e-12, -1.0])
 def test_strategy_constructors_reject_bad_parameters(bad):
     for build in (lambda: st.Bonferroni(bad), lambda: st.Split(bad), lambda: st.MultiSplit(bad),
@@ -221,6 +264,8 @@ def test_every_public_function_is_fuzzed():
     fuzzed = {"clopper_pearson", "clopper_pearson_upper", "jeffreys", "jeffreys_upper", "epsilon_from_rates",
               "epsilon_lower_bound", "empirical_tradeoff", "gdp_estimate", "ceiling", "certifiable_epsilon",
               "gdp_mu_for", "one_run_p_value", "one_run_guess_grid", "epsilon_one_run", "gdp_lower_bound_one_run",
-              "epsilon_one_run_fdp", "ceiling_one_run"}
+              "epsilon_one_run_fdp", "ceiling_one_run", "epsilon_one_run_order", "gdp_lower_bound_one_run_order",
+              "ceiling_one_run_order", "one_run_order_guess_grid", "one_run_order_p_value", "one_run_order_p_values",
+              "one_run_order_theta_lower", "order_null_epsilon"}
     public = {n for n in st.__all__ if callable(getattr(st, n)) and n[0].islower()}
     assert public == fuzzed
