@@ -213,6 +213,51 @@ def _ray_wait(ray: Any, refs: list[Any]) -> list[Any]:
                            "--resume to train the missing ones") from err
 
 
+_REAPER = """
+import os, signal, sys, time
+parent, session = int(sys.argv[1]), sys.argv[2]
+while True:
+    try:
+        os.kill(parent, 0)
+    except ProcessLookupError:
+        break
+    time.sleep(1.0)
+def ours(pid):
+    with open(f"/proc/{pid}/cmdline", "rb") as f:
+        if session.encode() in f.read():
+            return True
+    fds = f"/proc/{pid}/fd"
+    return any(session in os.readlink(os.path.join(fds, fd)) for fd in os.listdir(fds))
+for _ in range(3):  # agents a dying raylet leaves behind may still be starting up
+    for pid in os.listdir("/proc"):
+        if pid.isdigit() and int(pid) != os.getpid():
+            try:
+                if ours(pid):
+                    os.kill(int(pid), signal.SIGKILL)
+            except OSError:
+                pass
+    time.sleep(2.0)
+"""
+
+
+def _reap_on_driver_death(session_dir: str | None) -> None:
+    """Best effort (Linux): a watcher that kills the local Ray this driver started once the driver is gone.
+
+    Ray's own atexit hook stops its processes on a normal exit, but after a SIGKILL of the driver its
+    raylet, GCS and agents stayed alive (issue 23 §3). The watcher polls the driver's pid each second,
+    then SIGKILLs every process whose command line or open files name this Ray session's folder (its
+    agents rename themselves ``ray::…`` but keep their logs there open; no other Ray's processes).
+    """
+    if not session_dir or not os.path.isdir("/proc"):
+        return
+    import subprocess
+    import sys
+
+    subprocess.Popen([sys.executable, "-c", _REAPER, str(os.getpid()), os.path.basename(session_dir)],
+                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                     start_new_session=True)
+
+
 class Ray(Backend):
     """One Ray task per chunk.
 
@@ -244,7 +289,9 @@ class Ray(Backend):
                 path = os.pathsep.join([root, *filter(None, [os.environ.get("PYTHONPATH")])])
                 kwargs["runtime_env"] = {"env_vars": {"PYTHONPATH": path}}
             # a remote cluster's nodes need dpaudit installed (pip install 'dpaudit[ray]')
-            ray.init(address=self.address, include_dashboard=False, log_to_driver=False, **kwargs)
+            info = ray.init(address=self.address, include_dashboard=False, log_to_driver=False, **kwargs)
+            if self.address is None:
+                _reap_on_driver_death(getattr(info, "address_info", {}).get("session_dir"))
         return ray
 
     def map(self, fn, context, items):

@@ -4,6 +4,10 @@ finished chunk (--resume completes the run to the same bytes)."""
 
 import json
 import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -276,3 +280,50 @@ def test_threads_default_to_one_per_worker_and_are_checked(tmp_path, capsys):
         assert main(["run", "--out", str(tmp_path / "r"), "--threads", bad]) == 2
         assert "--threads must be an integer ≥ 1" in capsys.readouterr().err
     assert not (tmp_path / "r").exists()
+
+
+_KILLED_DRIVER = """
+import os, signal
+import ray
+from audit import backends
+backends.Ray(threads=1)._connect()
+print(os.path.basename(ray._private.worker._global_node.get_session_dir_path()), flush=True)
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def _session_processes(session: str) -> list[int]:
+    """Pids whose command line or open files name the Ray session ``session``."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                hit = session.encode() in f.read()
+            fds = f"/proc/{pid}/fd"
+            hit = hit or any(session in os.readlink(os.path.join(fds, fd)) for fd in os.listdir(fds))
+        except OSError:
+            continue
+        if hit:
+            found.append(int(pid))
+    return found
+
+
+@pytest.mark.slow
+def test_ray_processes_do_not_outlive_a_sigkilled_driver(tmp_path):
+    """Issue 23 §3: after a SIGKILL of the driver, the local Ray's agents (ray::DashboardAgent,
+    ray::RuntimeEnvAgent) stayed alive. The watcher started with a local Ray now kills them."""
+    pytest.importorskip("ray")
+    if not os.path.isdir("/proc"):
+        pytest.skip("the watcher reads /proc (Linux)")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(backends.__file__).parents[1]),
+                                                          os.environ.get("PYTHONPATH", "")])}
+    out = subprocess.run([sys.executable, "-c", _KILLED_DRIVER], env=env, capture_output=True, text=True,
+                         timeout=300, cwd=tmp_path)
+    assert out.returncode == -signal.SIGKILL
+    session = out.stdout.strip()
+    assert session.startswith("session_")
+    for _ in range(60):  # the watcher polls each second, then sweeps three times two seconds apart
+        if not _session_processes(session):
+            break
+        time.sleep(1.0)
+    assert _session_processes(session) == []
