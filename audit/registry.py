@@ -11,7 +11,7 @@ entry is one registered definition (plus its test) and nothing else:
 - a threshold strategy: :func:`register_strategy` here (its builder from the audit seed).
 
 >>> sorted(canaries())
-['blank', 'dirac', 'mean_image', 'mislabelled', 'out_of_distribution']
+['blank', 'dead_feature', 'dirac', 'mean_image', 'mislabelled', 'out_of_distribution']
 >>> score_names("black_box")
 ['confidence', 'lira', 'loss']
 """

@@ -380,12 +380,14 @@ def test_check_without_out_shows_progress_and_a_resumable_run_folder(tmp_path, c
 
 # --------------------------------------------------------------------------- estimate before starting
 
-@pytest.mark.parametrize(("keys", "words"), [("steps = 100000", "training.steps = 100000"),
-                                             ('model = "mlp"\nhidden = 4096', "training.hidden = 4096")])
-def test_a_model_that_cannot_fit_is_refused_naming_the_key(tmp_path, capsys, keys, words):
+@pytest.mark.parametrize(("keys", "words", "budget"), [
+    # 0.146 GiB per model since the trainer draws noise per block of steps (0.87 GiB before): 0.1 GB is too little
+    ("steps = 100000", "training.steps = 100000", "0.1"),
+    ('model = "mlp"\nhidden = 4096', "training.hidden = 4096", "0.25")])
+def test_a_model_that_cannot_fit_is_refused_naming_the_key(tmp_path, capsys, keys, words, budget):
     cfg = tmp_path / "big.toml"
     cfg.write_text(f"[training]\n{keys}\n[audit]\ntrials = 10\n", encoding="utf-8")
-    rc = main(["run", str(cfg), "--out", str(tmp_path / "run"), "--memory-gb", "0.25"])
+    rc = main(["run", str(cfg), "--out", str(tmp_path / "run"), "--memory-gb", budget])
     err = capsys.readouterr().err
     assert rc == 2 and "one model needs about" in err and words in err and "--memory-gb" in err
     assert not (tmp_path / "run").exists()  # refused before the run folder is made
