@@ -165,7 +165,7 @@ def _sampling(a: dict, steps: np.ndarray, rate: float, level: float, rng: np.ran
     mu = float(z.mean()) / (rate * _kappa(a["df"]))
     se_mu = float(z.mean(axis=1).std(ddof=1)) / math.sqrt(z.shape[0]) / (rate * _kappa(a["df"]))
     words = f"the canary's per-step shifts are correlated across steps: {corr:.3f}, expected 0"
-    if mu > 4 * se_mu and 0 < rate < 1:
+    if p <= level and mu > 4 * se_mu and 0 < rate < 1:  # only a rejection is explained (a noisy estimate)
         rho = float(np.clip(stat / pairs / (mu * mu * rate * (1 - rate)), -1, 1))
         words += f"; its inclusions in different steps: correlation {rho:.2f} (estimate), expected 0"
     return _result(name, sn, stat, p, level, words)
