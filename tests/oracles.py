@@ -85,3 +85,78 @@ def gdp_epsilon_mp(mu: float, delta: float, dps: int = 50) -> float:
             mid = (lo + hi) / 2
             lo, hi = (mid, hi) if excess(mid) > 0 else (lo, mid)
         return float(hi)
+
+
+def restricted_renyi_at(family: str, alpha: float, coeffs: list[float], shift: float = 1.0,
+                        scale: float = 1.0, p_mix: list[tuple[float, float]] | None = None,
+                        q_mix: list[tuple[float, float]] | None = None, dps: int = 25) -> tuple[float, list[float]]:
+    """The restricted Rényi objective of Chaudhuri et al. 2019 (Lemma 3 with eq. (3)) at one polynomial h, and
+    the gradient of its α-divergence objective in h's coefficients, by mpmath quadrature.
+
+    P = family(0, scale), Q = family(shift, scale) (Laplace or Gaussian), or the mixtures
+    p_mix / q_mix = [(weight, location), ...] of that family; h(x) = Σ_j coeffs[j] x^j,
+    J(h) = E_P h − C E_Q |h|^A − 1/(α² − α) with A = α/(α − 1), C = (α − 1)^A/α; returns
+    (log(1 + α(α − 1) J)/(α − 1), ∂J/∂coeffs). J is concave in the coefficients, so a zero gradient
+    certifies that h is the maximiser over polynomials of that degree: the value is then the
+    restricted divergence itself, not only a lower bound. Breakpoints: the real roots of h (the kinks of
+    |h|^A) and every component's centre (the Laplace kinks)."""
+    p_mix = p_mix or [(1.0, 0.0)]
+    q_mix = q_mix or [(1.0, shift)]
+    with mp.workdps(dps):
+        a, s = mp.mpf(alpha), mp.mpf(scale)
+        big_a = a / (a - 1)
+        c = (a - 1) ** big_a / a
+        cs = [mp.mpf(x) for x in coeffs]
+
+        def one(x, m):
+            return mp.npdf(x, m, s) if family == "gaussian" else mp.exp(-abs(x - m) / s) / (2 * s)
+
+        def dp(x):
+            return mp.fsum(mp.mpf(w) * one(x, mp.mpf(m)) for w, m in p_mix)
+
+        def dq(x):
+            return mp.fsum(mp.mpf(w) * one(x, mp.mpf(m)) for w, m in q_mix)
+
+        def h(x):
+            return mp.fsum(cj * x**j for j, cj in enumerate(cs))
+
+        roots = []
+        if len(cs) > 1 and any(cs[1:]):
+            top = max(j for j, cj in enumerate(cs) if cj != 0)
+            roots = [r.real for r in mp.polyroots(cs[top::-1], maxsteps=200, extraprec=60) if abs(r.imag) < 1e-20]
+        pts = sorted({-mp.inf, *(mp.mpf(m) for _, m in p_mix + q_mix), *roots, mp.inf})
+        ep = mp.quad(lambda x: h(x) * dp(x), pts)
+        eq = mp.quad(lambda x: abs(h(x)) ** big_a * dq(x), pts)
+        j_val = ep - c * eq - 1 / (a * a - a)
+        grad = [mp.quad(lambda x, i=i: x**i * dp(x), pts)
+                - c * big_a * mp.quad(lambda x, i=i: mp.sign(h(x)) * abs(h(x)) ** (big_a - 1) * x**i * dq(x), pts)
+                for i in range(len(cs))]
+        return float(mp.log(1 + a * (a - 1) * j_val) / (a - 1)), [float(g) for g in grad]
+
+
+def gaussian_mixture_kl_at(coeffs: list[float] | None, sigma: float, p_mix: list[tuple[float, float]],
+                           q_mix: list[tuple[float, float]], dps: int = 25) -> tuple[float, list[float]]:
+    """KL between Gaussian mixtures P, Q = [(weight, location), ...] of std σ, by mpmath quadrature.
+
+    coeffs None: the full KL(P‖Q) = ∫ p log(p/q), gradient []. Otherwise the restricted KL objective of
+    Chaudhuri et al. 2019 in f-form, J(h) = E_P h − E_Q e^{h−1} at h(x) = Σ_j coeffs[j] x^j, and ∂J/∂coeffs
+    (concave in the coefficients: a vanishing gradient certifies the maximum over the class)."""
+    with mp.workdps(dps):
+        s = mp.mpf(sigma)
+
+        def dens(mix, x):
+            return mp.fsum(mp.mpf(w) * mp.npdf(x, mp.mpf(m), s) for w, m in mix)
+
+        pts = sorted({-mp.inf, *(mp.mpf(m) for _, m in p_mix + q_mix), mp.inf})
+        if coeffs is None:
+            return float(mp.quad(lambda x: dens(p_mix, x) * mp.log(dens(p_mix, x) / dens(q_mix, x)), pts)), []
+        cs = [mp.mpf(c) for c in coeffs]
+
+        def h(x):
+            return mp.fsum(cj * x**j for j, cj in enumerate(cs))
+
+        j_val = (mp.quad(lambda x: h(x) * dens(p_mix, x), pts)
+                 - mp.quad(lambda x: mp.exp(h(x) - 1) * dens(q_mix, x), pts))
+        grad = [mp.quad(lambda x, i=i: x**i * dens(p_mix, x), pts)
+                - mp.quad(lambda x, i=i: x**i * mp.exp(h(x) - 1) * dens(q_mix, x), pts) for i in range(len(cs))]
+        return float(j_val), [float(g) for g in grad]

@@ -27,16 +27,16 @@ def one_thread(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize(("name", "code"), [("torch", 0), ("torch_buggy", 1)])
-def test_torch_example(name, code, capsys):
-    assert main(["check", str(EXAMPLES / f"{name}.toml")]) == code
+def test_torch_example(name, code, tmp_path, capsys):
+    assert main(["check", str(EXAMPLES / f"{name}.toml"), "--out", str(tmp_path / "run")]) == code
     if code:
         assert "bug or broken DP" in capsys.readouterr().err
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("name", "code"), [("opacus", 0), ("opacus_buggy", 1), ("opacus_white_box", 0)])
-def test_opacus_example(name, code, capsys):
+def test_opacus_example(name, code, tmp_path, capsys):
     pytest.importorskip("opacus")
-    assert main(["check", str(EXAMPLES / f"{name}.toml")]) == code
+    assert main(["check", str(EXAMPLES / f"{name}.toml"), "--out", str(tmp_path / "run")]) == code
     if code:
         assert "bug or broken DP" in capsys.readouterr().err

@@ -56,7 +56,7 @@ def test_internal_error_exits_3_with_a_traceback(tmp_path, monkeypatch, capsys):
 
 def test_check_never_exits_1_on_a_crash(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(runs, "audit_variant", lambda *a, **k: 1 / 0)
-    assert main(["check", str(ROOT / "examples" / "claims.toml")]) == 3
+    assert main(["check", str(ROOT / "examples" / "claims.toml"), "--out", str(tmp_path / "run")]) == 3
 
 
 def test_usage_error_exits_2_in_one_line(capsys):
@@ -198,5 +198,6 @@ def test_claim_epsilon_accountant_and_zero(tmp_path, capsys):
     assert config.loads("")["claim"]["epsilon"] == "accountant"
     assert config.loads("[claim]\nepsilon = 0")["claim"]["epsilon"] == 0.0  # a real claim now
     cfg = _write(tmp_path, TINY + "[claim]\nepsilon = 0\n")
-    assert main(["check", str(cfg)]) == 1  # perfect privacy is not supported by any accountant
+    # perfect privacy is not supported by any accountant
+    assert main(["check", str(cfg), "--out", str(tmp_path / "run")]) == 1
     assert 'now written epsilon = "accountant"' in capsys.readouterr().err

@@ -44,7 +44,7 @@ def test_check_catches_fault_where_correct_passes(fault, tmp_path, capsys):
         path = tmp_path / f"{f}.toml"
         path.write_text(SMALL.format(fault=f, **CASES[fault]))
         junit = tmp_path / f"{f}.xml"
-        assert main(["check", str(path), "--junit", str(junit)]) == expected, (fault, f)
+        assert main(["check", str(path), "--junit", str(junit), "--out", str(tmp_path / f)]) == expected, (fault, f)
         captured = capsys.readouterr()
         if expected == 1:
             assert "VIOLATION" in captured.err and "bug or broken DP" in captured.err
@@ -54,9 +54,9 @@ def test_check_catches_fault_where_correct_passes(fault, tmp_path, capsys):
 
 
 @pytest.mark.slow
-def test_check_shipped_examples(capsys):
-    assert main(["check", str(ROOT / "examples" / "claims.toml")]) == 0
-    assert main(["check", str(ROOT / "examples" / "faulty.toml")]) == 1
+def test_check_shipped_examples(tmp_path, capsys):
+    assert main(["check", str(ROOT / "examples" / "claims.toml"), "--out", str(tmp_path / "claims")]) == 0
+    assert main(["check", str(ROOT / "examples" / "faulty.toml"), "--out", str(tmp_path / "faulty")]) == 1
 
 
 def test_usage_errors_exit_2(tmp_path, capsys):
@@ -109,3 +109,19 @@ def test_kill_and_resume_gives_the_same_result(tmp_path, monkeypatch, capsys):
         assert key in res["audits"][0], key
     assert res["audits"][0]["epsilon_lower"]["bound"] == "lower"
     assert (killed / "config.toml").read_text().count("seed = 0") == 1
+
+
+def test_check_without_out_writes_under_the_working_folder_not_the_repository(tmp_path, monkeypatch, capsys):
+    """`check` without --out writes runs/<stem>-<UTC time> under the working folder and prints it. Tests must
+    pass --out or chdir (issue 23 §6): this one chdirs into tmp_path, and the repository's runs/ gains nothing."""
+    repo_runs = ROOT / "runs"
+    before = sorted(p.name for p in repo_runs.iterdir()) if repo_runs.is_dir() else []
+    cfg = tmp_path / "tiny.toml"
+    cfg.write_text(SMALL.format(fault="none", n=20, sigma=2.0, q=1.0, steps=2, norm=1.0)
+                   .replace("trials = 300", "trials = 20").replace("chunk_size = 300", "chunk_size = 20"))
+    monkeypatch.chdir(tmp_path)
+    assert main(["check", str(cfg), "--quiet"]) == 0
+    made = sorted((tmp_path / "runs").iterdir())
+    assert len(made) == 1 and made[0].name.startswith("tiny-") and (made[0] / "result.json").is_file()
+    assert f"runs/{made[0].name}" in capsys.readouterr().err  # the folder is printed
+    assert (sorted(p.name for p in repo_runs.iterdir()) if repo_runs.is_dir() else []) == before

@@ -169,7 +169,7 @@ def _check(tmp_path, trainer: str) -> tuple[int, str]:
     cfg.write_text(f'[training]\ntrainer = "{trainer}"\ntrainer_dir = "{EXAMPLES.as_posix()}"\nnoise_multiplier = 3.0\n'
                    'sample_rate = 0.5\nsteps = 10\n[audit]\ntrials = 40\n[claim]\ndelta = 1e-5\n')
     junit = tmp_path / "j.xml"
-    rc = cli.main(["check", str(cfg), "--junit", str(junit)])
+    rc = cli.main(["check", str(cfg), "--junit", str(junit), "--out", str(tmp_path / "run")])
     return rc, junit.read_text()
 
 

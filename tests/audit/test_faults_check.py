@@ -113,7 +113,7 @@ def test_check_catches_realised_batch_normalisation_where_correct_passes(tmp_pat
     trainer: exit 0. Seeded, so deterministic (measured: ε_lower 1.619 faulty, 0.000 correct, against
     the claim ε = 0.749 of the PLD accountant)."""
     junit = tmp_path / "faulty.xml"
-    assert main(["check", str(EXAMPLE), "--junit", str(junit)]) == 1
+    assert main(["check", str(EXAMPLE), "--junit", str(junit), "--out", str(tmp_path / "faulty")]) == 1
     err = capsys.readouterr().err
     assert "VIOLATION of claim" in err and "bug or broken DP" in err
     assert "<failure" in junit.read_text()
@@ -121,5 +121,5 @@ def test_check_catches_realised_batch_normalisation_where_correct_passes(tmp_pat
     text = EXAMPLE.read_text()
     assert 'fault = "realised_batch_normalisation"' in text
     honest.write_text(text.replace('fault = "realised_batch_normalisation"', 'fault = "none"'))
-    assert main(["check", str(honest)]) == 0
+    assert main(["check", str(honest), "--out", str(tmp_path / "honest")]) == 0
     assert "holds" in capsys.readouterr().out

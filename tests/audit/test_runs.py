@@ -57,7 +57,7 @@ def test_check_on_a_reconstruction_game_exits_0_not_3(tmp_path, capsys):
 
     cfg = tmp_path / "c.toml"
     cfg.write_text(Q1 + '[canary]\ncount = 4\n[audit]\ngame = "reconstruction"\ntrials = 20\n[claim]\nepsilon = 50\n')
-    assert main(["check", str(cfg)]) == 0
+    assert main(["check", str(cfg), "--out", str(tmp_path / "run")]) == 0
     out = capsys.readouterr()
     assert "internal error" not in out.err and "main: no violation" in out.out
 

@@ -1,5 +1,6 @@
 """audit.statistics defects of issue 11 (§2 one-run ties, §3 the f-DP one-run number, §4 Split's selection,
-§7/§8 inputs that hung, crashed or returned nonsense). Each test here fails on b2756c0."""
+§7/§8 inputs that hung, crashed or returned nonsense). Each test here fails on b2756c0, a commit of this
+repository (`git show b2756c0`); what it returned is quoted as the defect, never as a source of a pinned value."""
 
 import math
 
@@ -50,7 +51,7 @@ def test_one_run_tied_null_scores_monte_carlo():
 
 
 def test_one_run_ties_record_whole_groups():
-    """Guesses end at a tie-group boundary; without ties the bound is unchanged (pinned against b2756c0)."""
+    """Guesses end at a tie-group boundary; without ties the bound is Alg. 1 done by hand (below)."""
     x = np.array([3.0, 2, 2, 2, 1, 0])
     y = np.array([1, 1, 0, 1, 0, 0], bool)
     b = st.epsilon_one_run(x, y, delta=0.0, guesses=[1, 2, 3, 6])
@@ -60,7 +61,7 @@ def test_one_run_ties_record_whole_groups():
     x = 2.0 * y + rng.normal(size=400)
     # no ties: the bound is Steinke et al. 2023 Alg. 1 done by hand — guess the top r for r in the grid m, m/2, ...,
     # v right guesses, the largest ε with p-value (Prop. 5.1; one_run_p_value, checked against exact integer
-    # binomials in test_statistics.py) below s/#grid — 2.3159531503915787 here (b2756c0 gave the same)
+    # binomials in test_statistics.py) below s/#grid, derived here (2.3159531503915787; the untied bound did not change)
     m, order = x.size, np.argsort(-x)
     grid = st.one_run_guess_grid(m)
     by_hand = 0.0
