@@ -143,7 +143,8 @@ def throughput_table(dtype: torch.dtype, steps: int, rounds: int, memory: bool =
 
     Rows (issue goals in brackets): logistic regression at 1,000 models (≥ 20×) and alone (≥ 1×), the
     small CNN on 8×8 digits images at 100 models (≥ 5×) and alone. Times: both sides in this process,
-    ``rounds`` interleaved rounds, the median of the per-round ratios. Peak memory per model: each side
+    ``rounds`` interleaved rounds (ours, then Opacus for about as long: its step count follows our
+    run's time), the median of the per-round ratios. Peak memory per model: each side
     trains once more in a fresh child process, which reports the growth of its peak RSS
     (``getrusage(RUSAGE_SELF).ru_maxrss``: POSIX, no procfs) over its peak after imports, data
     loading and a 1-model warm-up, divided by the models trained at once.
@@ -154,10 +155,17 @@ def throughput_table(dtype: torch.dtype, steps: int, rounds: int, memory: bool =
         d = data.digits(images=images, dtype=dtype)
         _ours(d, 2, 2, 2, model=_make(images))  # warm-up of this architecture
         op, us = [], []
+        make = lambda images=images: _make(images)  # noqa: E731
+        est = _opacus_per_step(d, steps, dtype, make=make) if have_opacus else None  # warm-up, not recorded
         for _ in range(rounds):
+            # ours, then Opacus for as many steps as take about as long (at least ``steps``, at most
+            # 100×): both sides see the same stretch of machine load, so a burst of other work does
+            # not land on a 20 ms Opacus window and skew one round's ratio
+            ours_s = _ours(d, R, steps, R, model=_make(images))
+            us.append(ours_s / (R * steps))
             if have_opacus:
-                op.append(_opacus_per_step(d, steps, dtype, make=lambda images=images: _make(images)))
-            us.append(_ours(d, R, steps, R, model=_make(images)) / (R * steps))
+                op.append(_opacus_per_step(d, int(min(100 * steps, max(steps, ours_s / est))), dtype, make=make))
+                est = op[-1]
         mem_ours = _peak_growth_in_child("ours", key, steps, dtype) if memory else None
         mem_op = _peak_growth_in_child("opacus", key, steps, dtype) if memory and have_opacus else None
         row = {"row": f"{label}, {R} model{'s' if R > 1 else ''}", "models": R, "steps": steps,

@@ -147,3 +147,55 @@ def test_sample_draws_keeps_copies_not_views():
                            torch.float64)
     assert d.idx.is_contiguous() and d.canary_counts.shape == (5, 30, 2)
     assert d.canary_counts._base is None  # a copy, not a view that keeps each model's (T, N) counts alive
+
+
+class _PerModelPoisson(dpsgd.FaultBase):
+    """The honest trainer through the per-model sampling path (batch_counts overridden, same draws)."""
+
+    def batch_counts(self, sampling, steps, present, generator, expected):
+        return super().batch_counts(sampling, steps, present, generator, expected)
+
+
+@pytest.mark.parametrize("shared", [False, True], ids=["per-model", "shared"])
+@pytest.mark.parametrize("group", [1, 3 * 40 * 7, 1 << 22])  # one model, 3 models, all models per group
+def test_grouped_poisson_masks_equal_the_per_model_path(shared, group, monkeypatch):
+    # The honest Poisson masks are indexed a group of models at a time; the draws (and the generator
+    # states after them) and every index, count, width, size and canary count must equal the
+    # per-model path's, bit for bit, with absent records, canary slots and a step wider than the
+    # store planned (q = 0.6 with E|B| given as 1: the store grows).
+    monkeypatch.setattr(dpsgd, "_MASK_GROUP_ELEMS", group)
+    present = torch.rand(7, 40, generator=torch.Generator().manual_seed(5)) < 0.8
+    plan = models.init_plan(models.logistic_regression(4, 3), models.Init.DEFAULT, torch.float64)
+
+    def draws(trainer):
+        g = torch.Generator().manual_seed(2) if shared else [torch.Generator().manual_seed(s) for s in range(7)]
+        gens = dpsgd._generators(g, 7)
+        d = dpsgd.sample_draws(trainer, acc.Poisson(0.6), 7, 15, present, gens, plan, 1.0, 38, 2, torch.float64)
+        return d, torch.stack([h.get_state() for h in ([g] if shared else g)])
+
+    (a, sa), (b, sb) = draws(dpsgd.FaultBase()), draws(_PerModelPoisson())
+    assert a.widths == b.widths and max(a.widths) > 7  # grown past the planned store (7 wide)
+    for name in ("theta0", "idx", "cnt", "batch_sizes", "canary_counts"):
+        assert torch.equal(getattr(a, name), getattr(b, name)), name
+    assert torch.equal(a.noise.rows(0, 7), b.noise.rows(0, 7)) and torch.equal(sa, sb)
+
+
+@pytest.mark.parametrize("arch", ["logistic", "mlp", "cnn"])
+def test_model_slices_do_not_change_a_run(arch, monkeypatch):
+    # The closed-form step runs a slice of models at a time; one model per slice and all models in
+    # one slice give bit-identical runs (stored trials do not depend on _SLICE_BYTES).
+    from attacks import data
+
+    d = data.digits(images=arch == "cnn").subset(slice(0, 150))
+    model = {"logistic": models.logistic_regression(64, 10), "mlp": models.mlp(64, 16, 10),
+             "cnn": models.small_cnn(10)}[arch]
+    spec = acc.DPSGD(0.9, acc.Poisson(0.1), steps=4)
+
+    def run(slice_bytes):
+        monkeypatch.setattr(dpsgd, "_SLICE_BYTES", slice_bytes)
+        return dpsgd.train(spec, model, d, clip_norm=0.5, learning_rate=0.5, n_models=5, record_updates=True,
+                           generator=[torch.Generator().manual_seed(s) for s in range(5)])
+
+    a, b = run(1), run(1 << 40)
+    assert torch.equal(a.updates, b.updates) and torch.equal(a.update_norms, b.update_norms)
+    assert all(torch.equal(a.params[k], b.params[k]) for k in a.params)

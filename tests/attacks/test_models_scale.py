@@ -88,11 +88,19 @@ def test_memory_estimate_and_models_that_fit():
     d = data.digits()
     spec = acc.DPSGD(1.0, acc.Poisson(0.5), steps=10)
     lr = dpsgd.bytes_per_model(spec, models.logistic_regression(64, 10), d.subset(slice(0, 100)))
-    mlp = dpsgd.bytes_per_model(spec, models.mlp(64, 32, 10), d)
-    cnn = dpsgd.bytes_per_model(spec, models.small_cnn(), d.as_images(8))
-    # per-example gradients of ~900 drawn records × D parameters dominate: 3 live copies of
-    # B·D doubles (B ≈ 0.5·1797 + 6 sd; D = 2,410 for the MLP) and 1.5x margin
+    mlp = dpsgd.bytes_per_model(spec, models.mlp(64, 32, 10), d, closed_form=False)
+    cnn = dpsgd.bytes_per_model(spec, models.small_cnn(), d.as_images(8), closed_form=False)
+    # autograd path: per-example gradients of ~900 drawn records × D parameters dominate: 3 live
+    # copies of B·D doubles (B ≈ 0.5·1797 + 6 sd; D = 2,410 for the MLP) and 1.5x margin
     assert 3 * 1.5 * 8 * 900 * 2410 < mlp < 2 * 3 * 1.5 * 8 * 950 * 2410
+    # closed form (attacks.ghost, the default): one copy of B·(D + A) (A = 106 activations per
+    # example for this MLP), not three of each; still above the measured ~1 MB per model (docs/scale.md)
+    mlp_cf = dpsgd.bytes_per_model(spec, models.mlp(64, 32, 10), d)
+    assert 1.5 * 8 * 1000 * (2410 + 106) < mlp_cf < 1.5 * 8 * 1030 * (2410 + 106) + 2 * 2**20  # B ≤ 1,027
+    assert mlp_cf < mlp / 2
+    # a model without a closed form keeps the autograd estimate
+    other = torch.nn.Sequential(torch.nn.Linear(64, 10))
+    assert dpsgd.bytes_per_model(spec, other, d) == dpsgd.bytes_per_model(spec, other, d, closed_form=False)
     assert lr < cnn < mlp
     assert dpsgd.models_that_fit(10 * mlp, mlp) == 10
     assert dpsgd.models_that_fit(10 * mlp, mlp, cap=4) == 4
