@@ -65,24 +65,10 @@ def random_allocation_lower_delta(spec: DPSGD, epsilon: float, *, h: float = 2e-
 
 def random_allocation_lower_epsilon(spec: DPSGD, delta: float, *, h: float = 2e-3, tol: float = 1e-4) -> float:
     """A certified lower bound on ε(δ) of balls-in-bins DP-SGD: the lower end of a bisection.  Bound: lower."""
-    from .shuffle import _delta_lower_of
+    from .shuffle import _lower_epsilon_of
 
     check.in_range(0.0, 1.0, closed="neither", delta=delta)
-    plds = _lower_plds(spec, h)
-
-    def d(eps: float) -> float:
-        return max(_delta_lower_of(pld, err, eps, step) for pld, err, step in plds)
-
-    if d(0.0) <= delta:
-        return 0.0
-    lo, hi = 0.0, max((pld.offset + len(pld.mass)) * step for pld, _, step in plds)
-    while hi - lo > tol * max(lo, 1e-3):
-        mid = 0.5 * (lo + hi)
-        if d(mid) > delta:
-            lo = mid
-        else:
-            hi = mid
-    return lo
+    return _lower_epsilon_of(_lower_plds(spec, h), delta, tol)
 
 
 def random_allocation_bounds(spec: DPSGD, delta: float) -> EpsilonBound:

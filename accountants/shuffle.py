@@ -434,7 +434,12 @@ def shuffle_lower_epsilon(spec: DPSGD | Composed, delta: float, *, h: float = 2e
     (0.0 when even δ(0) does not).
     """
     check.in_range(0.0, 1.0, closed="neither", delta=delta)
-    plds = _lower_plds(spec, h)
+    return _lower_epsilon_of(_lower_plds(spec, h), delta, tol)
+
+
+def _lower_epsilon_of(plds: list, delta: float, tol: float) -> float:
+    """The lower end of a bisection bracket on the largest ε whose certified lower δ(ε) over ``plds``
+    (``(pld, err, step)`` triples, as :func:`_lower_plds` returns) exceeds ``delta``; 0.0 if δ(0) does not."""
     if not plds:
         return 0.0
 
