@@ -434,6 +434,18 @@ def _user_error(exc: BaseException, what: str) -> TrainerError:
     return TrainerError(f"{what}: {type(exc).__name__}: {exc}")
 
 
+@contextlib.contextmanager
+def _user_code(what: str) -> Iterator[None]:
+    """Run a user model's code: its exceptions and exits become one :func:`_user_error` naming ``what``;
+    a keyboard interrupt, a trial timeout and dpaudit's own TrainerError pass through unchanged."""
+    try:
+        yield
+    except (KeyboardInterrupt, _TrialTimeout, TrainerError):
+        raise
+    except BaseException as exc:
+        raise _user_error(exc, what) from exc
+
+
 class _TrialTimeout(BaseException):
     """Raised into a trial by the per-trial alarm: a BaseException, so a trainer's ``except Exception`` keeps it."""
 
@@ -479,15 +491,9 @@ def _scores(model: nn.Module, x: Tensor, y: Tensor, kind: str, name: str, i: int
     was = model.training
     model.eval()
     try:
-        with torch.no_grad(), _hook_free(model):
+        with _user_code(f"trainer {name!r}, trial {i}: the returned model fails on the canary input of shape "
+                        f"{tuple(x.shape)}"), torch.no_grad(), _hook_free(model):
             z = model(x)
-    except KeyboardInterrupt:
-        raise
-    except (_TrialTimeout, TrainerError):
-        raise
-    except BaseException as exc:
-        raise _user_error(exc, f"trainer {name!r}, trial {i}: the returned model fails on the canary input of shape "
-                               f"{tuple(x.shape)}") from exc
     finally:
         model.train(was)
     if not isinstance(z, Tensor) or z.ndim != 2 or z.shape[0] != x.shape[0]:
@@ -550,17 +556,11 @@ def _canary_gradient(model: nn.Module, named: list[tuple[str, Tensor]], flat: Te
     for key, p in named:
         params[key] = flat[k:k + p.numel()].view_as(p).to(p.dtype).requires_grad_(True)
         k += p.numel()
-    try:
+    with _user_code(f"trainer {name!r}, trial {i}: dpaudit cannot evaluate the returned model at the recorded "
+                    "parameters (torch.func.functional_call); return the plain module, without training hooks "
+                    "(Opacus: call model.remove_hooks() and return model._module)"):
         loss = nn.functional.cross_entropy(torch.func.functional_call(model, params, (x,)), y)
         g = torch.autograd.grad(loss, list(params.values()), allow_unused=True)
-    except KeyboardInterrupt:
-        raise
-    except (_TrialTimeout, TrainerError):
-        raise
-    except BaseException as exc:
-        raise _user_error(exc, f"trainer {name!r}, trial {i}: dpaudit cannot evaluate the returned model at the "
-                               "recorded parameters (torch.func.functional_call); return the plain module, without "
-                               "training hooks (Opacus: call model.remove_hooks() and return model._module)") from exc
     return torch.cat([(torch.zeros_like(p) if v is None else v).reshape(-1) for v, (_, p) in zip(g, named, strict=True)]
                      ).to(torch.float64)
 
