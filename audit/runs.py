@@ -295,6 +295,7 @@ def audit_variant(v: dict[str, Any], run_dir: Path, *, progress: bool = False,
                 f"{'n/a' if rc.bound is None else fmt.upper(rc.bound, 4)}", 1 - s))
     else:
         truth = out.truth
+        _check_both_sides(v["name"], truth, out.design)
         if out.design is games.Design.MULTI_RUN:
             cmp = comparator.compare_membership(sc[truth], sc[~truth], spec, delta=delta, significance=s,
                                                 strategy=_strategy(aud["threshold"], int(aud["seed"])),
@@ -327,6 +328,18 @@ def audit_variant(v: dict[str, Any], run_dir: Path, *, progress: bool = False,
     res["conformance"] = conf
     res["runtime_s"] = model.Runtime(round(t_game, 2), round(time.perf_counter() - t0, 2))
     return model.AuditResult(**res)
+
+
+def _check_both_sides(name: str, truth: torch.Tensor, design: games.Design) -> None:
+    """A membership audit needs canaries both in and out; say which audit lacked one and what to change."""
+    n_in = int(truth.sum())
+    n_out = int(truth.numel()) - n_in
+    if n_in and n_out:
+        return
+    unit = "runs" if design is games.Design.MULTI_RUN else "canaries"
+    raise RunError(f"audit {name!r}: its {truth.numel()} {unit} hold {n_in} with the canary in and {n_out} with it "
+                   "out (each is in with probability 1/2); the statistics need both: raise audit.trials "
+                   "(hundreds or more; 2,000 is the default)")
 
 
 def one_run_statistics(cmp: comparator.MembershipComparison, curves: comparator.Curves | None,

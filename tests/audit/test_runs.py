@@ -5,6 +5,7 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 
 from audit import config, model, report, runs
 
@@ -84,3 +85,15 @@ def test_the_run_folder_lock_covers_the_report(tmp_path, monkeypatch):
     assert main(["run", str(cfg), "--out", str(run), "--quiet"]) == 0
     assert main(["report", str(run)]) == 0
     assert held == [True, True] and (run / "report.md").is_file()
+
+
+def test_an_audit_whose_trials_are_all_on_one_side_names_the_audit_and_the_fix():
+    """2 trials can both lack the canary; the error names the audit and audit.trials (not an internal statistic)."""
+    from attacks.games import Design
+    from audit.runs import RunError, _check_both_sides
+
+    with pytest.raises(RunError, match=r"audit 'main': its 2 runs hold 0 with the canary in and 2 .*audit\.trials"):
+        _check_both_sides("main", torch.tensor([False, False]), Design.MULTI_RUN)
+    with pytest.raises(RunError, match=r"3 canaries hold 3 with the canary in and 0"):
+        _check_both_sides("one", torch.tensor([True, True, True]), Design.ONE_RUN)
+    _check_both_sides("main", torch.tensor([True, False]), Design.MULTI_RUN)  # both sides: no error
