@@ -128,7 +128,10 @@ def _confidence_note(result: RunResult) -> str:
     conf = 1 - result.significance
     k = max(1, len(result.audits))
     each = f", each audit at {1 - result.significance / k:.4g}" if k > 1 else ""
-    return f"{format_confidence(conf)} confidence jointly{each}"
+    splits = [f"; {a.name!r} splits its share between its ε audit (at {1 - a.significance:.4g}) and "
+              f"{len(a.conformance.tests)} premise tests (each at level {a.conformance.tests[0].level:.3g})"
+              for a in result.audits if a.conformance is not None and a.conformance.tests]
+    return f"{format_confidence(conf)} confidence jointly{each}{''.join(splits)}"
 
 
 def conformance_lines(result: RunResult) -> list[str]:

@@ -140,8 +140,25 @@ def test_confidence_note_never_rounds_to_100_percent():
 
     from audit import report
 
-    note = report._confidence_note(SimpleNamespace(significance=0.001, audits=[0, 1, 2]))
+    plain = SimpleNamespace(name="main", significance=0.001 / 3, conformance=None)
+    note = report._confidence_note(SimpleNamespace(significance=0.001, audits=[plain] * 3))
     assert note.startswith("99.9% confidence jointly") and "100%" not in note
+
+
+def test_confidence_note_says_how_the_conformance_audit_splits_its_share():
+    """Its ε audit runs at half the audit's share and its premise tests share the other half (audit/runs.py);
+    the note said only "each audit at 1 - s/k", which overstated the ε audit's confidence."""
+    from types import SimpleNamespace
+
+    from audit import report
+
+    plain = SimpleNamespace(name="main", significance=0.05 / 3, conformance=None)
+    tests = [SimpleNamespace(level=0.05 / 3 / 2 / 6)] * 6
+    conf = SimpleNamespace(name="conformance", significance=0.05 / 6, conformance=SimpleNamespace(tests=tests))
+    note = report._confidence_note(SimpleNamespace(significance=0.05, audits=[plain, plain, conf]))
+    assert "each audit at 0.9833" in note
+    assert "'conformance' splits its share between its ε audit (at 0.9917) and 6 premise tests" in note
+    assert "each at level 0.00139" in note
 
 
 def test_the_report_says_how_many_models_were_trained_at_once(tmp_path):
