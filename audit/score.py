@@ -450,7 +450,8 @@ def _claim(cmp, member, score, spec, eps_claim, delta, s, design) -> dict[str, A
             "reasons": reasons}
 
 
-def audit_trainer(trainer: Any, spec: DPSGD, *, trials: int = 200, delta: float = 1e-5, significance: float = 0.05,
+def audit_trainer(trainer: Any, spec: DPSGD, *, trials: int | None = None, delta: float = 1e-5,
+                  significance: float = 0.05, game: str = "multi_run", canaries: int | None = None,
                   dataset: str = "digits", n_records: int = 100, canary: str | None = None, threat: str | None = None,
                   score: str | None = None, clip_norm: float = 1.0, seed: int = 0, run_dir: str | Path | None = None,
                   resume: bool = False, claim_epsilon: float | str | None = None, out: str | Path | None = None,
@@ -465,7 +466,13 @@ def audit_trainer(trainer: Any, spec: DPSGD, *, trials: int = 200, delta: float 
     ``canary`` "blank", "mislabelled", "mean_image", "out_of_distribution" or "dirac" (white box, the
     gradient-canary hook); ``score`` defaults to "loss" (black box) or "inner_product" (white box).
 
+    ``game = "one_run"`` is ``[audit] game = "one_run"`` (docs/own-training.md, "Audit in one training run"):
+    ``canaries`` (default 1000) canaries in each of ``trials`` (default 1) calls of the trainer, each in with
+    probability ½; one audit, by default of ``canary`` "out_of_distribution" in the threat model the
+    trainer supports.
+
     Args:
+        trials: training runs (default 200 per audit; 1 with ``game = "one_run"``).
         run_dir: a run folder as ``--out`` makes it (config.toml, audits/*/trials.jsonl, result.json);
             an existing run is refused unless ``resume`` (as the CLI does). None: a temporary folder.
         claim_epsilon: also decide the claim (ε or "accountant", δ = ``delta``) as ``dpaudit check``.
@@ -485,9 +492,15 @@ def audit_trainer(trainer: Any, spec: DPSGD, *, trials: int = 200, delta: float 
     if not isinstance(spec, DPSGD):
         raise InputTypeError(f"spec must be an accountants.DPSGD; got {type(spec).__name__}")
     name = plugin.trainer_name(trainer)
+    from . import config as config_mod
+
+    one_run = config_mod.parse_choice(game, ("multi_run", "one_run"), key="game") == "one_run"
+    base = config_mod.RECOMMENDED_ONE_RUN
+    trials = (base["audit"]["trials"] if one_run else 200) if trials is None else trials
+    count = (base["canary"]["count"] if one_run else 1) if canaries is None else canaries
     cfg = _trainer_config(trainer, spec, trials=trials, delta=delta, significance=significance, dataset=dataset,
                           n_records=n_records, canary=canary, threat=threat, score=score, clip_norm=clip_norm,
-                          seed=seed, claim_epsilon=claim_epsilon, name=name)
+                          seed=seed, claim_epsilon=claim_epsilon, name=name, one_run=one_run, count=count)
     with tempfile.TemporaryDirectory(prefix="dpaudit-trainer-") as tmp:
         folder = Path(run_dir) if run_dir is not None else Path(tmp) / "run"
         run = _trainer_run(trainer, cfg, folder, resume=resume, claim=claim_epsilon is not None, progress=progress,
@@ -503,7 +516,8 @@ def audit_trainer(trainer: Any, spec: DPSGD, *, trials: int = 200, delta: float 
 
 def _trainer_config(trainer: Any, spec: DPSGD, *, trials: int, delta: float, significance: float, dataset: str,
                     n_records: int, canary: str | None, threat: str | None, score: str | None, clip_norm: float,
-                    seed: int, claim_epsilon: float | str | None, name: str) -> dict[str, Any]:
+                    seed: int, claim_epsilon: float | str | None, name: str, one_run: bool = False,
+                    count: int = 1) -> dict[str, Any]:
     """The resolved configuration ``dpaudit check`` would read for this trainer and claim (``trainer`` as its name)."""
     from accountants import describe
     from accountants.sampling import FixedSize, Poisson, Shuffle
@@ -525,9 +539,10 @@ def _trainer_config(trainer: Any, spec: DPSGD, *, trials: int, delta: float, sig
         raise InputError(f"spec.sampling {describe.sampling_kind(s)!r}: a user trainer is audited under poisson, "
                          "fixed_wor or shuffle sampling")
     explicit = canary is not None or threat is not None or score is not None
+    default_kind = config_mod.RECOMMENDED_ONE_RUN["canary"]["kind"] if one_run else "blank"
     if explicit:
         threat = threat or "black_box"
-        design = {"canary": {"kind": canary or "blank"},
+        design = {"canary": {"kind": canary or default_kind},
                   "attack": {"threat_model": threat, "score": score or ("loss" if threat == "black_box" else
                                                                         "inner_product")}}
     else:  # the CLI's recommended design, from what the trainer accepts (audit.config.recommended_design)
@@ -537,16 +552,18 @@ def _trainer_config(trainer: Any, spec: DPSGD, *, trials: int, delta: float, sig
         except (TypeError, ValueError):
             inspect_ok = False
         design = config_mod.RECOMMENDED_WHITE_BOX if inspect_ok else config_mod.RECOMMENDED_BLACK_BOX
+        design = {**design, "canary": {"kind": default_kind}}
     text = (f'[training]\ntrainer = {lit(name)}\ndataset = {lit(dataset)}\nn_records = {lit(n_records)}\n'
             f'noise_multiplier = {lit(float(spec.noise_multiplier))}\n{sampling}\nsteps = {lit(int(spec.steps))}\n'
             f'clip_norm = {lit(float(clip_norm))}\nneighbouring = {lit(spec.neighbouring.value)}\n'
-            f'[canary]\nkind = {lit(design["canary"]["kind"])}\n'
+            f'[canary]\nkind = {lit(design["canary"]["kind"])}\ncount = {lit(count)}\n'
             f'[attack]\nthreat_model = {lit(design["attack"]["threat_model"])}\n'
             f'score = {lit(design["attack"]["score"])}\n'
-            f'[audit]\ntrials = {lit(trials)}\nsignificance = {lit(float(significance))}\ndelta = {lit(float(delta))}\n'
+            f'[audit]\ngame = {lit("one_run" if one_run else "multi_run")}\ntrials = {lit(trials)}\n'
+            f'significance = {lit(float(significance))}\ndelta = {lit(float(delta))}\n'
             f'seed = {lit(seed)}\n[claim]\ndelta = {lit(float(delta))}\n'
             + ("" if claim_epsilon is None else f"epsilon = {lit(claim_epsilon)}\n"))
-    if not explicit:
+    if not explicit and not one_run:  # a one-run audit is one audit: the second and conformance ones need many runs
         text += "".join(f"[[variant]]\nname = {lit(v['name'])}\n" + "".join(
             f"{sec}.{k} = {lit(val)}\n" for sec, tab in v.items() if sec != "name" for k, val in tab.items())
             for v in config_mod.RECOMMENDED_VARIANTS)
