@@ -275,11 +275,12 @@ def _arrays(data: Any) -> tuple[np.ndarray, np.ndarray, str]:
 
 def audit_scores(data: Any, spec: DPSGD, *, delta: float, significance: float = 0.05, design: str = "multi_run",
                  claim_epsilon: float | None = None, out: str | Path | None = None,
-                 name: str | None = None) -> dict[str, Any]:
+                 name: str | None = None, independent_canaries: bool = False) -> dict[str, Any]:
     """The JSON form (``dpaudit.result/2``, ``result.json``'s object, read back by
     :meth:`audit.model.RunResult.from_json`) of :func:`audit_scores_run`; ``nonfinite`` is in the audit."""
     run, _ = audit_scores_run(data, spec, delta=delta, significance=significance, design=design,
-                              claim_epsilon=claim_epsilon, out=out, name=name)
+                              claim_epsilon=claim_epsilon, out=out, name=name,
+                              independent_canaries=independent_canaries)
     return run.to_json()
 
 
