@@ -218,6 +218,13 @@ def test_check_chooses_the_one_run_game_and_fills_only_missing_keys():
     assert (c["canary"]["kind"], c["canary"]["count"], c["attack"]["threat_model"]) == ("dirac", 600, "white_box")
 
 
+def test_a_trainer_without_audit_gets_the_black_box_one_run(tmp_path):
+    (tmp_path / "bb.py").write_text("def train(x, y, *, seed):\n    raise RuntimeError\n", encoding="utf-8")
+    c = config.loads(TRAINER_ONLY.format(dir=tmp_path, extra="").replace("torch_trainer:train", "bb:train"))
+    assert (c["attack"]["threat_model"], c["attack"]["score"], c["canary"]["kind"]) == \
+        ("black_box", "loss", "out_of_distribution")
+
+
 @pytest.mark.parametrize(("extra", "message"), [
     ('[canary]\nkind = "mislabelled"\ncount = 101',
      r"canary.count must be ≤ training.n_records = 100 for canary.kind 'mislabelled'.*got 101"),
