@@ -283,3 +283,43 @@ def test_check_audits_the_example_trainer_in_one_run(tmp_path, kind):
     assert b.value == a.epsilon_lower.value
     md = (tmp_path / "run" / "report.md").read_text()
     assert "\n  - steinke: ε ≥" in md and "\n  - order: ε ≥" in md
+
+
+FLAKY = '''
+from pathlib import Path
+
+import torch_trainer
+
+HERE = Path(__file__).parent
+
+
+def train(x, y, *, seed, audit=None):
+    """torch_trainer.train, logging each call; raises while the file 'fail' exists (an interruption)."""
+    with open(HERE / "calls.log", "a") as fh:
+        fh.write("call\\n")
+    if (HERE / "fail").exists() and len((HERE / "calls.log").read_text().split()) == 2:
+        raise RuntimeError("interrupted")
+    return torch_trainer.train(x, y, seed=seed, audit=audit)
+'''
+
+
+def test_check_resume_of_an_interrupted_one_run_audit_trains_only_the_missing_runs(tmp_path):
+    """As `dpaudit check --resume --out RUN`: two training runs of 50 canaries; the second raises; the resumed
+    audit trains it alone and ends with the result of an uninterrupted audit."""
+    (tmp_path / "torch_trainer.py").write_bytes((ROOT / "examples" / "own_training" / "torch_trainer.py").read_bytes())
+    (tmp_path / "flaky.py").write_text(FLAKY, encoding="utf-8")
+    toml = TRAINER_ONLY.format(dir=tmp_path, extra="trials = 2").replace("torch_trainer:train", "flaky:train") + \
+        "[canary]\ncount = 50\n"
+    (tmp_path / "c.toml").write_text(toml, encoding="utf-8")
+    (tmp_path / "fail").write_text("")
+    with pytest.raises(plugin.TrainerError, match="raised on trial 1: RuntimeError: interrupted"):
+        runs.execute(tmp_path / "c.toml", tmp_path / "run", progress=False)
+    assert len((tmp_path / "run" / "audits" / "main" / "trials.jsonl").read_text().splitlines()) == 1
+    (tmp_path / "fail").unlink()
+    _, res = runs.execute(None, tmp_path / "run", resume=True, progress=False)
+    assert (tmp_path / "calls.log").read_text().split() == ["call"] * 3  # run 0, run 1 (raised), run 1 again
+    (tmp_path / "calls.log").unlink()
+    _, whole = runs.execute(tmp_path / "c.toml", tmp_path / "whole", progress=False)
+    assert res.audits[0].rows == 100 and res.audits[0].epsilon_lower == whole.audits[0].epsilon_lower
+    assert (tmp_path / "run" / "audits" / "main" / "trials.jsonl").read_bytes() == \
+        (tmp_path / "whole" / "audits" / "main" / "trials.jsonl").read_bytes()
