@@ -541,8 +541,8 @@ def _trainer_config(trainer: Any, spec: DPSGD, *, trials: int, delta: float, sig
                          "fixed_wor or shuffle sampling")
     explicit = canary is not None or threat is not None or score is not None
     default_kind = config_mod.RECOMMENDED_ONE_RUN["canary"]["kind"] if one_run else "blank"
-    if explicit:
-        threat = threat or "black_box"
+    if explicit:  # a gradient canary has no input: the hook's white box
+        threat = threat or ("white_box" if canary == "dirac" else "black_box")
         design = {"canary": {"kind": canary or default_kind},
                   "attack": {"threat_model": threat, "score": score or ("loss" if threat == "black_box" else
                                                                         "inner_product")}}

@@ -39,7 +39,7 @@ def test_one_run_epsilon_lower_is_steinke_at_the_full_significance_with_certifia
 
 
 def test_independent_canaries_take_the_larger_bound_each_at_half_the_significance():
-    member, s = _gaussian_canaries(seed=1)
+    member, s = _gaussian_canaries(m=300, seed=1)
     r = score.audit_scores({"member": member, "score": s}, SPEC, delta=1e-5, design="one_run",
                            independent_canaries=True)
     a = r["audits"][0]
@@ -98,6 +98,9 @@ def test_audit_trainer_plays_the_one_run_game():
     assert (a["design"], a["threat_model"], a["canary"], a["trials"], a["rows"]) == \
         ("one_run", "black_box", "out_of_distribution", 1, 60)
     assert r["config"]["audit"]["game"] == "one_run" and r["config"]["variant"] == []
+    r = score.audit_trainer(train, SPEC, game="one_run", canaries=40, canary="dirac")  # the hook: white box
+    assert (r["audits"][0]["threat_model"], r["audits"][0]["canary"], r["audits"][0]["rows"]) == \
+        ("white_box", "dirac", 40)
     with pytest.raises(acc.InputError, match="game must be one of"):
         score.audit_trainer(train, SPEC, game="cyclic")
 
