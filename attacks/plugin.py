@@ -92,8 +92,8 @@ from .canaries import InputCanaries
 from .data import Dataset
 from .games import TRIALS_FILE, AttackOutcome, Design, _append, _canonical_order, _read_trials, trial_seed
 
-__all__ = ["SCORES", "Context", "DiracCanary", "TrainerError", "WhiteBoxAudit", "load_trainer", "multi_run_game",
-           "one_run_game", "run_trial", "trainer_folder", "trainer_name"]
+__all__ = ["SCORES", "Context", "DiracCanaries", "DiracCanary", "TrainerError", "WhiteBoxAudit", "load_trainer",
+           "multi_run_game", "one_run_game", "run_trial", "trainer_folder", "trainer_name"]
 
 SCORES = ("loss", "confidence")  # black box
 WHITE_SCORES = ("inner_product", "step_spread")
@@ -227,6 +227,36 @@ def _check_reference(trainer: str, module: str, attr: str) -> None:
 
 
 @dataclass(frozen=True)
+class DiracCanaries:
+    """m gradient canaries for the white-box hook in ONE run: canary j is ``norm``·C on flat parameter
+    ``coordinates[j]`` (distinct coordinates, so no two canaries share a parameter).
+
+    The one-run game (:func:`one_run_game`) with ``canary.kind = "dirac"`` puts canary j on flat parameter j
+    (``parameters()`` order). A trainer hands them over with :meth:`WhiteBoxAudit.canary_gradients`, one
+    per-example gradient per sampled canary. Coordinates that natural records touch lower the power, never
+    the soundness of Steinke et al.'s bound (each canary is a record of fixed gradient, clipped and noised
+    like any record).
+    """
+
+    coordinates: tuple[int, ...]
+    norm: float = 1.0
+    kind: str = "dirac"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.coordinates, tuple) or not self.coordinates:
+            raise InputError(f"coordinates must be a non-empty tuple of integers; got {self.coordinates!r}")
+        for k in self.coordinates:
+            check.integer(0, None, coordinate=k)
+        if len(set(self.coordinates)) != len(self.coordinates):
+            raise InputError("coordinates must be distinct (two canaries on one parameter would interact)")
+        check.positive(norm=self.norm)
+
+    @property
+    def m(self) -> int:
+        return len(self.coordinates)
+
+
+@dataclass(frozen=True)
 class DiracCanary:
     """A gradient canary for the white-box hook: ``norm``·C on the flat parameter ``coordinate``.
 
@@ -248,6 +278,9 @@ class DiracCanary:
         return 1
 
 
+_GRADIENT = (DiracCanary, DiracCanaries)
+
+
 class WhiteBoxAudit:
     """What a white-box trainer receives as ``audit=`` (module doc): records parameters, supplies the canary.
 
@@ -256,11 +289,11 @@ class WhiteBoxAudit:
         sampled: per call of :meth:`canary_gradient`, whether the canary was in that step's batch.
     """
 
-    def __init__(self, canary: DiracCanary | None, present: bool, sample_rate: float | None, clip_norm: float,
-                 generator: torch.Generator) -> None:
+    def __init__(self, canary: DiracCanary | DiracCanaries | None, present: bool | Tensor,
+                 sample_rate: float | None, clip_norm: float, generator: torch.Generator) -> None:
         self._canary, self._present, self._q, self._c, self._gen = canary, present, sample_rate, clip_norm, generator
         self.trace: list[Tensor] = []
-        self.sampled: list[bool] = []
+        self.sampled: list[Any] = []  # per call: a bool (DiracCanary) or an (m,) bool tensor (DiracCanaries)
         self.updates: list[list[Tensor]] = []  # audit.record_update (attacks/conformance_record.py)
 
     def record_update(self, privatised: Iterable[Tensor]) -> None:
@@ -292,6 +325,13 @@ class WhiteBoxAudit:
         is a member of this trial (drawn from the trial's seed), never otherwise.
         """
         params = list(params)
+        if isinstance(self._canary, DiracCanaries):
+            if self._canary.m > 1:
+                raise InputError(f"canary.count = {self._canary.m} gradient canaries: several may be in one step's "
+                                 "batch, so call audit.canary_gradients(params) (one per-example gradient per "
+                                 "sampled canary) instead of audit.canary_gradient")
+            got = self.canary_gradients(params)
+            return None if got is None else [t[0] for t in got]
         if self._canary is None:
             return None
         draw = bool(torch.rand((), generator=self._gen, dtype=torch.float64) < self._q)
@@ -309,6 +349,40 @@ class WhiteBoxAudit:
         raise InputError(f"DiracCanary.coordinate must be < {sum(p.numel() for p in params)} (the model's "
                          f"parameter count); got {self._canary.coordinate}")
 
+    def canary_gradients(self, params: Iterable[Tensor]) -> list[Tensor] | None:
+        """The sampled canaries' per-example gradients at this step, or None when none is in the batch.
+
+        Call once per step, between the per-example gradients and the clipping; append the result to them
+        (``[torch.cat([g, c]) for g, c in zip(grads, got)]``). One tensor per parameter of shape
+        (k, *shape), k ≥ 1 the number of canaries in this step's batch: each member canary is in with the
+        claimed Poisson rate, independently (drawn from the trial's seed), a non-member never. Works for
+        one canary too (k = 1), with the same draws as :meth:`canary_gradient`.
+        """
+        params = list(params)
+        c = self._canary
+        if c is None:
+            return None
+        if isinstance(c, DiracCanary):
+            one = self.canary_gradient(params)
+            return None if one is None else [t[None] for t in one]
+        dim = sum(p.numel() for p in params)
+        if max(c.coordinates) >= dim:
+            raise InputError(f"canary.count = {c.m} Dirac canaries need {c.m} distinct parameters (canary j on flat "
+                             f"parameter j); the model has {dim}: choose canary.count ≤ {dim}")
+        draw = torch.rand(c.m, generator=self._gen, dtype=torch.float64) < self._q
+        sampled = torch.as_tensor(self._present, dtype=torch.bool) & draw
+        self.sampled.append(sampled)
+        rows = torch.nonzero(sampled).reshape(-1)
+        if rows.numel() == 0:
+            return None
+        flat = torch.zeros(rows.numel(), dim, dtype=torch.float64)
+        flat[torch.arange(rows.numel()), torch.as_tensor(c.coordinates)[rows]] = c.norm * self._c
+        out, k = [], 0
+        for p in params:
+            out.append(flat[:, k:k + p.numel()].reshape(rows.numel(), *p.shape).to(p.dtype).detach())
+            k += p.numel()
+        return out
+
 
 def _sig(fn: Callable) -> str:
     try:
@@ -325,7 +399,8 @@ class Context:
         trainer: ``"module:function"`` or a callable (the protocol in the module doc).
         data: the natural records.
         canaries: input-space canaries (m = 1 for the multi-run game), or a :class:`DiracCanary`
-            (white box only, through the gradient-canary hook).
+            (white box only, through the gradient-canary hook), or :class:`DiracCanaries` (m of them, the
+            one-run game).
         seed: the game's base seed; trial i uses ``trial_seed(seed, i)``.
         score: black box "loss" (−cross-entropy) or "confidence" (logit-scaled confidence) of the
             canary; white box "inner_product" (module doc).
@@ -340,7 +415,7 @@ class Context:
 
     trainer: str | Callable
     data: Dataset
-    canaries: InputCanaries | DiracCanary
+    canaries: InputCanaries | DiracCanary | DiracCanaries
     seed: int = 0
     score: str = "loss"
     base_dir: str | None = None
@@ -356,10 +431,10 @@ class Context:
         if self.score not in allowed:
             raise InputError(f"score must be one of {list(allowed)} for a user trainer audited in the "
                              f"{self.threat.replace('_', ' ')}; got {self.score!r}")
-        if self.score == "step_spread" and not isinstance(self.canaries, DiracCanary):
+        if self.score == "step_spread" and not isinstance(self.canaries, _GRADIENT):
             raise InputError("score 'step_spread' reads the gradient-canary hook's per-step updates: it needs a "
                              "DiracCanary (canary kind 'dirac'); an input canary is scored by 'inner_product'")
-        if isinstance(self.canaries, DiracCanary):
+        if isinstance(self.canaries, _GRADIENT):
             if self.threat != "white_box":
                 raise InputError("a gradient canary has no input: it needs threat 'white_box' (the hook)")
             if self.spec is None or not isinstance(self.spec.sampling, Poisson):
@@ -389,10 +464,10 @@ class Context:
         c = self.canaries
         h = hashlib.sha256(json.dumps({"design": design.value, "trainer": trainer_name(self.trainer),
                                        "data": [self.data.name, self.data.n], "canary": repr(c) if
-                                       isinstance(c, DiracCanary) else c.kind, "m": c.m, "score": self.score,
+                                       isinstance(c, _GRADIENT) else c.kind, "m": c.m, "score": self.score,
                                        "seed": int(self.seed), "spec": repr(self.spec), "threat": self.threat,
                                        "clip_norm": float(self.clip_norm)}, sort_keys=True).encode())
-        tensors = () if isinstance(c, DiracCanary) else (c.x, c.y)
+        tensors = () if isinstance(c, _GRADIENT) else (c.x, c.y)
         for t in (self.data.x, self.data.y, *tensors):
             h.update(t.detach().contiguous().cpu().numpy().tobytes())
         return "u" + h.hexdigest()[:15]
@@ -580,6 +655,14 @@ def _white_scores(ctx: Context, wb: WhiteBoxAudit, model: nn.Module, name: str, 
         if ctx.score == "step_spread":
             return _finite_scores([float(((a - a.mean()) ** 2).sum())], name, i, "the step_spread score")
         return _finite_scores([float(a.sum())], name, i, "the inner_product score")
+    if isinstance(c, DiracCanaries):
+        if len(wb.sampled) != u.shape[0]:
+            raise TrainerError(f"trainer {name!r}, trial {i}: audit.canary_gradients must be called once per step; "
+                               f"{len(wb.sampled)} calls for {u.shape[0]} steps")
+        a = u[:, list(c.coordinates)]  # (T, m): the per-step projections on each canary
+        if ctx.score == "step_spread":
+            return _finite_scores(((a - a.mean(dim=0)) ** 2).sum(dim=0).tolist(), name, i, "the step_spread score")
+        return _finite_scores(a.sum(dim=0).tolist(), name, i, "the inner_product score")
     with _hook_free(model):
         named = [(k, p) for k, p in model.named_parameters()]
         if sum(p.numel() for _, p in named) != theta.shape[1]:
@@ -611,7 +694,7 @@ def run_trial(ctx: Context, i: int) -> dict[str, Any]:
     g = torch.Generator().manual_seed(s)
     c = ctx.canaries
     members = torch.rand(c.m, generator=g, dtype=torch.float64) < 0.5
-    if isinstance(c, DiracCanary):
+    if isinstance(c, _GRADIENT):
         x, y = ctx.data.x.to(torch.float32), ctx.data.y
     else:
         x, y = torch.cat([ctx.data.x, c.x[members]]).to(torch.float32), torch.cat([ctx.data.y, c.y[members]])
@@ -621,7 +704,8 @@ def run_trial(ctx: Context, i: int) -> dict[str, Any]:
     wb = None
     if ctx.threat == "white_box":
         rate = ctx.spec.sampling.rate if ctx.spec is not None and isinstance(ctx.spec.sampling, Poisson) else None
-        wb = WhiteBoxAudit(c if isinstance(c, DiracCanary) else None, bool(members[0]), rate, ctx.clip_norm, g)
+        present = members if isinstance(c, DiracCanaries) else bool(members[0])
+        wb = WhiteBoxAudit(c if isinstance(c, _GRADIENT) else None, present, rate, ctx.clip_norm, g)
         kwargs["audit"] = wb
     with _deadline(ctx.timeout, name, i):
         try:
@@ -775,5 +859,13 @@ def multi_run_game(ctx: Context, *, n_trials: int = 1000, run_dir: str | Path | 
 
 def one_run_game(ctx: Context, *, n_runs: int = 1, run_dir: str | Path | None = None, progress: bool = True,
                  backend: Any = None) -> AttackOutcome:
-    """Runs of the user's trainer with m canaries each, every one in with probability ½ (Steinke et al. 2023)."""
+    """Runs of the user's trainer with m canaries each, every one in with probability ½ (Steinke et al. 2023).
+
+    Usually ``n_runs`` = 1: the model that can be trained once. ``ctx.canaries``: m input canaries (black box:
+    one score per canary from the final model; white box: each update projected on each canary's clipped
+    gradient) or :class:`DiracCanaries` (white box, through :meth:`WhiteBoxAudit.canary_gradients`). Each run
+    is one trial of :func:`run_trial` (one line of ``trials.jsonl`` holding the m memberships and scores), so
+    an interrupted audit of several runs resumes without losing a finished one. The outcome's rows are the
+    n_runs·m canaries; the one-run statistics (:func:`audit.comparator.compare_one_run`) read them.
+    """
     return _play(ctx, Design.ONE_RUN, n_runs, run_dir, progress, backend)

@@ -158,6 +158,35 @@ def recommended_design(trainer: str, base_dir: str | Path | None = None) -> dict
     return copy.deepcopy(design)
 
 
+# A user trainer's one-run audit ([audit] game = "one_run"): what fills the keys the configuration leaves out
+# (keys it writes always win). m input canaries far from the data (distinct inputs, unlike m identical blank
+# images), one training run. No second or conformance audit: they need many runs.
+RECOMMENDED_ONE_RUN = {"canary": {"kind": "out_of_distribution", "count": 1000}, "audit": {"trials": 1}}
+
+
+def _user_one_run(raw: dict[str, Any]) -> bool:
+    """Does this raw configuration name a user trainer and ``[audit] game = "one_run"``?"""
+    training, audit = raw.get("training"), raw.get("audit")
+    return isinstance(training, dict) and bool(training.get("trainer")) and isinstance(audit, dict) \
+        and isinstance(audit.get("game"), str) and canonical(audit["game"]) == "one_run"
+
+
+def _recommend_one_run(raw: dict[str, Any], base_dir: str | Path | None) -> None:
+    """Fill a user trainer's one-run audit's missing keys in place: [attack] (when absent) by what the trainer
+    supports (:func:`recommended_design`), then :data:`RECOMMENDED_ONE_RUN`; keys the configuration writes stay."""
+    from attacks.plugin import trainer_folder  # a relative trainer_dir stays inside the config's folder
+
+    if "attack" not in raw:
+        training = raw["training"]
+        raw["attack"] = recommended_design(str(training["trainer"]), trainer_folder(
+            training.get("trainer_dir", ""), base_dir) or None)["attack"]
+    for section, keys in RECOMMENDED_ONE_RUN.items():
+        table = raw.setdefault(section, {})
+        if isinstance(table, dict):  # anything else is reported by the schema check
+            for key, value in keys.items():
+                table.setdefault(key, value)
+
+
 # The sampling kinds an audit trains (accountants.describe spells them; its aliases are accepted).
 TRAINED_SAMPLING = ("fixed_wor", "poisson", "shuffle")
 
@@ -219,7 +248,7 @@ SCHEMA: dict[str, dict[str, tuple]] = {
     },
     "audit": {
         "game": (*_choice("multi_run", "one_run", "reconstruction"), "multi_run"),
-        "trials": ("int", 2, 2000),
+        "trials": ("int", 1, 2000),  # ≥ 2 but for audit.game 'one_run' (_consistent)
         "significance": ("float", (0.0, 0.5, "open"), 0.05),
         "delta": ("float", (0.0, 1.0, "open"), 1e-5),
         "seed": ("int", 0, 0),
@@ -344,6 +373,10 @@ def _gradient_canaries() -> set[str]:
 
 def _consistent(c: dict[str, dict[str, Any]], where: str) -> None:
     t, can, att, aud = c["training"], c["canary"], c["attack"], c["audit"]
+    if aud["trials"] < 2 and aud["game"] != "one_run":  # one training run is a one-run audit only
+        raise InputError(f"{where}audit.trials must be an integer ≥ 2 for audit.game {aud['game']!r} (only "
+                         f"'one_run' audits from a single training run); got {aud['trials']}")
+    _count_fits(c, where)
     if aud["trial_timeout"] and not t["trainer"]:
         raise InputError(f"{where}audit.trial_timeout applies to a user trainer ([training] trainer) only")
     if t["trainer"]:  # a user trainer (attacks/plugin.py, docs/own-training.md)
@@ -357,10 +390,12 @@ def _consistent(c: dict[str, dict[str, Any]], where: str) -> None:
                              "'inner_product', or 'step_spread' with canary.kind 'dirac'), with audit.game "
                              "'multi_run' or 'one_run'; leave [canary] and "
                              "[attack] out for the recommended design")
-        if not black and can["kind"] in _gradient_canaries() and (t["sampling"] != "poisson" or aud["game"] !=
-                                                                "multi_run"):
+        if not black and can["kind"] in _gradient_canaries() and t["sampling"] != "poisson":
             raise InputError(f"{where}the gradient-canary hook of a user trainer needs training.sampling 'poisson' "
-                             "and audit.game 'multi_run'")
+                             f"(it samples the canaries at the claimed rate); got {t['sampling']!r}")
+        if aud["game"] == "multi_run" and can["count"] != 1:
+            raise InputError(f"{where}canary.count must be 1 for audit.game 'multi_run'; got {can['count']} (m "
+                             "canaries in one training: audit.game 'one_run')")
         return
     canary = registry.canaries()[can["kind"]]
     threat = att["threat_model"]
@@ -395,6 +430,15 @@ def _consistent(c: dict[str, dict[str, Any]], where: str) -> None:
                          f"{t['n_records'] + can['count']}; got {t['batch_size']}")
 
 
+def _count_fits(c: dict[str, dict[str, Any]], where: str) -> None:
+    """canary.count within what the canary kind can make from the data (a clear error before any training)."""
+    can, t = c["canary"], c["training"]
+    if can["kind"] == "mislabelled" and can["count"] > t["n_records"]:
+        raise InputError(f"{where}canary.count must be ≤ training.n_records = {t['n_records']} for canary.kind "
+                         f"'mislabelled' (each relabels a distinct natural record); got {can['count']} (more "
+                         "canaries than records: canary.kind 'out_of_distribution')")
+
+
 def loads(text: str, *, base_dir: str | Path | None = None) -> dict[str, Any]:
     """Parse and validate a TOML configuration; returns the fully resolved dict (with ``variant``).
 
@@ -415,7 +459,9 @@ def loads(text: str, *, base_dir: str | Path | None = None) -> dict[str, Any]:
         raise InputError(f"invalid TOML: a number is too long ({str(exc).split(';')[0]})") from None
     variants_raw = raw.pop("variant", [])
     training = raw.get("training")
-    if isinstance(training, dict) and training.get("trainer") and "canary" not in raw and "attack" not in raw:
+    if _user_one_run(raw):
+        _recommend_one_run(raw, base_dir)
+    elif isinstance(training, dict) and training.get("trainer") and "canary" not in raw and "attack" not in raw:
         # a config naming only a user trainer and the claim gets the recommended design for what it supports
         from attacks.plugin import trainer_folder  # a relative trainer_dir stays inside the config's folder
 

@@ -122,6 +122,9 @@ def fault_names() -> list[str]:
 
 def _dirac(model, params0, data, m, norm, generator):
     dim = sum(v.numel() for v in params0.values())
+    if m > dim:  # each Dirac canary needs its own coordinate (two on one coordinate would interact)
+        raise InputError(f"canary.count = {m} Dirac canaries need {m} distinct coordinates; the model has {dim} "
+                         f"parameters: choose canary.count ≤ {dim} (or a larger training.model)")
     return canaries_mod.dirac(canaries_mod.quiet_coordinates(model, params0, data, m), dim=dim, norm=norm)
 
 

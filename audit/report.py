@@ -148,6 +148,21 @@ def conformance_lines(result: RunResult) -> list[str]:
     return (["conformance (premises of the DP-SGD proof):", *out]) if out else []
 
 
+def one_run_lines(result: RunResult) -> list[str]:
+    """One line per one-run statistic of every one-run audit (which certified what), for the terminal."""
+    out = []
+    for a in result.audits:
+        for st in a.one_run_statistics:
+            what = (f"eps >= {formatting.lower(st.value, 4)}" if st.bound == "lower" else
+                    f"mu >= {formatting.lower(st.value, 4)} (a GDP mu bound, refuted GDP curve eps "
+                    f"{st.epsilon:.4g}; not an eps lower bound)")
+            cert = "" if st.epsilon_certifiable is None else f", eps_certifiable {st.epsilon_certifiable:.4g}"
+            used = "in eps_lower" if st.in_epsilon_lower else "not in eps_lower"
+            why = f" (assumes {st.assumption})" if st.assumption and not st.in_epsilon_lower else ""
+            out.append(f"  {a.name}: {st.name}: {what} at {format_confidence(st.confidence)}{cert}; {used}{why}")
+    return (["one-run statistics (which certified what):", *out]) if out else []
+
+
 def summary_table(result: RunResult) -> str:
     """A plain-text table for the terminal, under a one-line verdict."""
     _check(result)
@@ -161,6 +176,7 @@ def summary_table(result: RunResult) -> str:
                  f"(delta={result.delta:g}); ceiling: the most this design can certify; eps_tight/eps_rdp: "
                  "accountant upper bounds; eps_estimate: GDP fit, an estimate only.\n" + CERTIFIABLE_SENTENCE)
     lines += conformance_lines(result)
+    lines += one_run_lines(result)
     return "\n".join(lines)
 
 

@@ -99,6 +99,8 @@ def build(v: dict[str, Any]) -> tuple[games.Setup, Any, Any, list]:
         dim = sum(val.numel() for val in p0.values())
         c = worst_case.crafted(spec_of(v), dim, clip_norm=can["norm"] * t["clip_norm"])
         d = d.subset(slice(0, 0))  # Poisson needs no other record; fixed size: all n_records are crafted
+    elif t["trainer"] and registry.canaries()[can["kind"]].kind == "gradient":
+        c = None  # the user's model is unknown here: attacks/plugin.py hooks its own Dirac canaries (_plugin_game)
     else:  # the canary kind's registered builder
         info_c = registry.canaries()[can["kind"]]
         p0 = {k: val[0] for k, val in models.init_params(model, 1, gen).items()} if info_c.kind == "gradient" \
@@ -122,7 +124,9 @@ def _plugin_game(v: dict[str, Any], c: Any, run_dir: Path, progress: bool, backe
     t, aud = v["training"], v["audit"]
     d = data_mod.load(t["dataset"]).subset(slice(0, t["n_records"]))
     att, can = v["attack"], v["canary"]
-    if can["kind"] == "dirac":  # the gradient-canary hook: flat parameter 0 (docs/own-training.md)
+    if can["kind"] == "dirac" and aud["game"] == "one_run":  # m hooked canaries: canary j on flat parameter j
+        c = plugin.DiracCanaries(tuple(range(can["count"])), can["norm"])
+    elif can["kind"] == "dirac":  # the gradient-canary hook: flat parameter 0 (docs/own-training.md)
         c = plugin.DiracCanary(0, can["norm"])
     timeout = trial_timeout if trial_timeout is not None else (aud["trial_timeout"] or None)  # the flag, else the key
     ctx = plugin.Context(t["trainer"], d, c, int(aud["seed"]), att["score"], t["trainer_dir"] or None, spec_of(v),

@@ -275,17 +275,18 @@ def _arrays(data: Any) -> tuple[np.ndarray, np.ndarray, str]:
 
 def audit_scores(data: Any, spec: DPSGD, *, delta: float, significance: float = 0.05, design: str = "multi_run",
                  claim_epsilon: float | None = None, out: str | Path | None = None,
-                 name: str | None = None) -> dict[str, Any]:
+                 name: str | None = None, independent_canaries: bool = False) -> dict[str, Any]:
     """The JSON form (``dpaudit.result/2``, ``result.json``'s object, read back by
     :meth:`audit.model.RunResult.from_json`) of :func:`audit_scores_run`; ``nonfinite`` is in the audit."""
     run, _ = audit_scores_run(data, spec, delta=delta, significance=significance, design=design,
-                              claim_epsilon=claim_epsilon, out=out, name=name)
+                              claim_epsilon=claim_epsilon, out=out, name=name,
+                              independent_canaries=independent_canaries)
     return run.to_json()
 
 
 def audit_scores_run(data: Any, spec: DPSGD, *, delta: float, significance: float = 0.05, design: str = "multi_run",
                      claim_epsilon: float | None = None, out: str | Path | None = None,
-                     name: str | None = None) -> tuple[Any, dict[str, Any] | None]:
+                     name: str | None = None, independent_canaries: bool = False) -> tuple[Any, dict[str, Any] | None]:
     """Audit membership scores against the claimed ``spec``; returns (:class:`audit.model.RunResult`, the
     non-finite scores' treatment or None). :func:`audit_scores` gives its ``dpaudit.result/2`` JSON form.
 
@@ -297,6 +298,12 @@ def audit_scores_run(data: Any, spec: DPSGD, *, delta: float, significance: floa
         design: "multi_run" (one row per independent training run; Clopper–Pearson boxes, the
             box-below-curve violation test) or "one_run" (rows are the canaries of one run;
             Steinke et al. 2023 bound, violation when ε_lower exceeds the accountant's ε).
+        independent_canaries: one-run only: the caller vouches that the canaries do not interact (each
+            canary's view independent of the others' bits, e.g. Dirac gradient canaries on distinct coordinates
+            that no natural record touches, in a trainer known to be plain DP-SGD). ε_lower is then the larger
+            of Steinke's bound and Xiang et al.'s order statistic, each at significance/2 (Bonferroni); without
+            it, Steinke's bound at the full significance (the best bound sound for any canaries) and the
+            order statistic is reported, not used.
         claim_epsilon: also decide the claim (ε, δ) as ``dpaudit check`` does (None: no claim).
         out: write result.json, report.md, report.html and figures/ there.
         name: the audit's name in the report (default: the file name).
@@ -312,6 +319,11 @@ def audit_scores_run(data: Any, spec: DPSGD, *, delta: float, significance: floa
 
     t0 = time.perf_counter()
     design = parse_design(design)
+    if not isinstance(independent_canaries, bool):
+        raise InputTypeError(f"independent_canaries must be True or False; got {independent_canaries!r}")
+    if independent_canaries and design != "one_run":
+        raise InputError("independent_canaries (--independent-canaries) applies to design 'one_run' only (the "
+                         "multi-run trials are independent training runs already)")
     if not isinstance(spec, DPSGD):
         raise InputTypeError(f"spec must be an accountants.DPSGD; got {type(spec).__name__}")
     if out is not None:
@@ -327,7 +339,8 @@ def audit_scores_run(data: Any, spec: DPSGD, *, delta: float, significance: floa
         cmp = comparator.compare_membership(score[member], score[~member], spec, delta=delta, significance=s,
                                             curves=curves)
     else:
-        cmp = comparator.compare_one_run(score, member, spec, delta=delta, significance=s, curves=curves)
+        cmp = comparator.compare_one_run(score, member, spec, delta=delta, significance=s, curves=curves,
+                                         independent_canaries=independent_canaries)
     viol = next((x for x in cmp.violations if x.violated), cmp.violations[0] if cmp.violations else None)
     f = runs._finite
     sc = torch.as_tensor(score)
@@ -348,7 +361,7 @@ def audit_scores_run(data: Any, spec: DPSGD, *, delta: float, significance: floa
         roc=model.Roc(tuple(cmp.points.roc_fpr.tolist()), tuple(cmp.points.roc_tpr.tolist())) if cmp.points else None,
         histogram=runs._histogram("user", sc[member].numpy(), sc[~member].numpy(), ("canary in", "canary out")),
         runtime_s=model.Runtime(0.0, round(time.perf_counter() - t0, 2)),
-        one_run_statistics=runs.one_run_statistics(cmp, None) if design != "multi_run" else (),
+        **(_one_run_certifiable(cmp, curves, s, delta) if design == "one_run" else {}),
         nonfinite=model.NonFinite(**nonfinite) if nonfinite is not None else None,
     )
     if claim_epsilon is not None:
@@ -368,6 +381,26 @@ def audit_scores_run(data: Any, spec: DPSGD, *, delta: float, significance: floa
             (folder / runs.RESULT_FILE).write_text(model.dumps(run), encoding="utf-8")
             report.render(folder, run)
     return run, nonfinite
+
+
+CERTIFIABLE_MAX_CANARIES = 100_000
+"""Up to this many one-run rows ``dpaudit score`` computes ε_certifiable (21 simulated audits of m canaries per
+statistic: about 1.6 s for Steinke's and 6 s for the order statistic at m = 1e4 on one core); above, None."""
+
+
+def _one_run_certifiable(cmp: comparator.MembershipComparison, curves: comparator.Curves, s: float,
+                         delta: float) -> dict[str, Any]:
+    """ε_certifiable of the one-run ε_lower and of every one-run statistic (as :func:`audit.runs.audit_variant`)."""
+    from attacks.games import Design
+
+    from . import runs
+
+    lb = cmp.epsilon_lower
+    if lb.n_in + lb.n_out > CERTIFIABLE_MAX_CANARIES:
+        return {"one_run_statistics": runs.one_run_statistics(cmp, None)}
+    aud = {"significance": s, "delta": delta, "threshold": "bonferroni", "seed": 0}
+    cert = runs._certifiable(lb, curves, aud, Design.ONE_RUN)
+    return {**cert, "one_run_statistics": runs.one_run_statistics(cmp, curves, cert["epsilon_certifiable"])}
 
 
 def audit_name(label: str) -> str:
@@ -418,7 +451,8 @@ def _claim(cmp, member, score, spec, eps_claim, delta, s, design) -> dict[str, A
             "reasons": reasons}
 
 
-def audit_trainer(trainer: Any, spec: DPSGD, *, trials: int = 200, delta: float = 1e-5, significance: float = 0.05,
+def audit_trainer(trainer: Any, spec: DPSGD, *, trials: int | None = None, delta: float = 1e-5,
+                  significance: float = 0.05, game: str = "multi_run", canaries: int | None = None,
                   dataset: str = "digits", n_records: int = 100, canary: str | None = None, threat: str | None = None,
                   score: str | None = None, clip_norm: float = 1.0, seed: int = 0, run_dir: str | Path | None = None,
                   resume: bool = False, claim_epsilon: float | str | None = None, out: str | Path | None = None,
@@ -433,7 +467,13 @@ def audit_trainer(trainer: Any, spec: DPSGD, *, trials: int = 200, delta: float 
     ``canary`` "blank", "mislabelled", "mean_image", "out_of_distribution" or "dirac" (white box, the
     gradient-canary hook); ``score`` defaults to "loss" (black box) or "inner_product" (white box).
 
+    ``game = "one_run"`` is ``[audit] game = "one_run"`` (docs/own-training.md, "Audit in one training run"):
+    ``canaries`` (default 1000) canaries in each of ``trials`` (default 1) calls of the trainer, each in with
+    probability ½; one audit, by default of ``canary`` "out_of_distribution" in the threat model the
+    trainer supports.
+
     Args:
+        trials: training runs (default 200 per audit; 1 with ``game = "one_run"``).
         run_dir: a run folder as ``--out`` makes it (config.toml, audits/*/trials.jsonl, result.json);
             an existing run is refused unless ``resume`` (as the CLI does). None: a temporary folder.
         claim_epsilon: also decide the claim (ε or "accountant", δ = ``delta``) as ``dpaudit check``.
@@ -453,9 +493,15 @@ def audit_trainer(trainer: Any, spec: DPSGD, *, trials: int = 200, delta: float 
     if not isinstance(spec, DPSGD):
         raise InputTypeError(f"spec must be an accountants.DPSGD; got {type(spec).__name__}")
     name = plugin.trainer_name(trainer)
+    from . import config as config_mod
+
+    one_run = config_mod.parse_choice(game, ("multi_run", "one_run"), key="game") == "one_run"
+    base = config_mod.RECOMMENDED_ONE_RUN
+    trials = (base["audit"]["trials"] if one_run else 200) if trials is None else trials
+    count = (base["canary"]["count"] if one_run else 1) if canaries is None else canaries
     cfg = _trainer_config(trainer, spec, trials=trials, delta=delta, significance=significance, dataset=dataset,
                           n_records=n_records, canary=canary, threat=threat, score=score, clip_norm=clip_norm,
-                          seed=seed, claim_epsilon=claim_epsilon, name=name)
+                          seed=seed, claim_epsilon=claim_epsilon, name=name, one_run=one_run, count=count)
     with tempfile.TemporaryDirectory(prefix="dpaudit-trainer-") as tmp:
         folder = Path(run_dir) if run_dir is not None else Path(tmp) / "run"
         run = _trainer_run(trainer, cfg, folder, resume=resume, claim=claim_epsilon is not None, progress=progress,
@@ -471,7 +517,8 @@ def audit_trainer(trainer: Any, spec: DPSGD, *, trials: int = 200, delta: float 
 
 def _trainer_config(trainer: Any, spec: DPSGD, *, trials: int, delta: float, significance: float, dataset: str,
                     n_records: int, canary: str | None, threat: str | None, score: str | None, clip_norm: float,
-                    seed: int, claim_epsilon: float | str | None, name: str) -> dict[str, Any]:
+                    seed: int, claim_epsilon: float | str | None, name: str, one_run: bool = False,
+                    count: int = 1) -> dict[str, Any]:
     """The resolved configuration ``dpaudit check`` would read for this trainer and claim (``trainer`` as its name)."""
     from accountants import describe
     from accountants.sampling import FixedSize, Poisson, Shuffle
@@ -493,9 +540,10 @@ def _trainer_config(trainer: Any, spec: DPSGD, *, trials: int, delta: float, sig
         raise InputError(f"spec.sampling {describe.sampling_kind(s)!r}: a user trainer is audited under poisson, "
                          "fixed_wor or shuffle sampling")
     explicit = canary is not None or threat is not None or score is not None
-    if explicit:
-        threat = threat or "black_box"
-        design = {"canary": {"kind": canary or "blank"},
+    default_kind = config_mod.RECOMMENDED_ONE_RUN["canary"]["kind"] if one_run else "blank"
+    if explicit:  # a gradient canary has no input: the hook's white box
+        threat = threat or ("white_box" if canary == "dirac" else "black_box")
+        design = {"canary": {"kind": canary or default_kind},
                   "attack": {"threat_model": threat, "score": score or ("loss" if threat == "black_box" else
                                                                         "inner_product")}}
     else:  # the CLI's recommended design, from what the trainer accepts (audit.config.recommended_design)
@@ -505,16 +553,18 @@ def _trainer_config(trainer: Any, spec: DPSGD, *, trials: int, delta: float, sig
         except (TypeError, ValueError):
             inspect_ok = False
         design = config_mod.RECOMMENDED_WHITE_BOX if inspect_ok else config_mod.RECOMMENDED_BLACK_BOX
+        design = {**design, "canary": {"kind": default_kind}}
     text = (f'[training]\ntrainer = {lit(name)}\ndataset = {lit(dataset)}\nn_records = {lit(n_records)}\n'
             f'noise_multiplier = {lit(float(spec.noise_multiplier))}\n{sampling}\nsteps = {lit(int(spec.steps))}\n'
             f'clip_norm = {lit(float(clip_norm))}\nneighbouring = {lit(spec.neighbouring.value)}\n'
-            f'[canary]\nkind = {lit(design["canary"]["kind"])}\n'
+            f'[canary]\nkind = {lit(design["canary"]["kind"])}\ncount = {lit(count)}\n'
             f'[attack]\nthreat_model = {lit(design["attack"]["threat_model"])}\n'
             f'score = {lit(design["attack"]["score"])}\n'
-            f'[audit]\ntrials = {lit(trials)}\nsignificance = {lit(float(significance))}\ndelta = {lit(float(delta))}\n'
+            f'[audit]\ngame = {lit("one_run" if one_run else "multi_run")}\ntrials = {lit(trials)}\n'
+            f'significance = {lit(float(significance))}\ndelta = {lit(float(delta))}\n'
             f'seed = {lit(seed)}\n[claim]\ndelta = {lit(float(delta))}\n'
             + ("" if claim_epsilon is None else f"epsilon = {lit(claim_epsilon)}\n"))
-    if not explicit:
+    if not explicit and not one_run:  # a one-run audit is one audit: the second and conformance ones need many runs
         text += "".join(f"[[variant]]\nname = {lit(v['name'])}\n" + "".join(
             f"{sec}.{k} = {lit(val)}\n" for sec, tab in v.items() if sec != "name" for k, val in tab.items())
             for v in config_mod.RECOMMENDED_VARIANTS)

@@ -57,6 +57,11 @@ def add_parser(sub: Any) -> None:
                    help="the lower bound and the violation test hold at 1 - S (default 0.05)")
     p.add_argument("--design", type=score_mod.parse_design, choices=list(score_mod.DESIGNS), default="multi_run",
                    help="multi-run: one row per independent training run; one-run: the canaries of one run")
+    p.add_argument("--independent-canaries", action="store_true",
+                   help="one-run only: you vouch that the canaries do not interact (each canary's view independent "
+                        "of the others' bits, e.g. Dirac gradient canaries on distinct coordinates no natural record "
+                        "touches, in plain DP-SGD); epsilon_lower is then the larger of Steinke et al.'s and Xiang et "
+                        "al.'s order statistic, each at S/2. Without it: Steinke et al.'s, sound for any canaries")
     p.add_argument("--out", default=None, metavar="DIR", help="write result.json, report.md, report.html there")
     p.add_argument("--json", action="store_true", help=f"print one JSON object (format {JSON_FORMAT})")
     p.add_argument("--junit", default=None, metavar="FILE", help="also write a JUnit XML report")
@@ -85,7 +90,8 @@ def run(args: argparse.Namespace) -> int:
         score_mod.check_out_folder(args.out)
     run_result, _ = score_mod.audit_scores_run(args.scores, spec, delta=args.delta,
                                                        significance=args.significance, design=args.design,
-                                                       claim_epsilon=args.epsilon, out=args.out)
+                                                       claim_epsilon=args.epsilon, out=args.out,
+                                                       independent_canaries=args.independent_canaries)
     result = run_result.to_json()
     a = result["audits"][0]
     failed = result["violation"] or (result["claim"] is not None and not result["claim"]["holds"])
@@ -94,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         keys = ("design", "trials", "n_in", "n_out", "epsilon_lower", "ceiling", "epsilon_rdp", "epsilon_tight",
                 "epsilon_tight_lower", "tightness_tight", "gdp_estimate", "gdp_lower_one_run", "violation", "nonfinite",
-                "claim")
+                "claim", "epsilon_certifiable", "one_run_statistics")
         out = {"format": JSON_FORMAT, "spec": spec.to_dict(), "significance": args.significance, "delta": args.delta,
                **{k: a.get(k) for k in keys}, "exit_code": int(failed)}
         json.dump(out, sys.stdout, sort_keys=True)

@@ -48,10 +48,10 @@ def train(x: torch.Tensor, y: torch.Tensor, *, seed: int, audit=None) -> torch.n
                 warnings.simplefilter("ignore", UserWarning)
                 torch.nn.functional.cross_entropy(model(xb), yb).backward()
             if audit is not None:  # the gradient-canary hook, inside Opacus' per-sample gradients
-                c = audit.canary_gradient(model.parameters())
+                c = audit.canary_gradients(model.parameters())  # one per sampled canary (one-run: several)
                 if c is not None:
                     for p, ci in zip(model.parameters(), c, strict=True):
-                        p.grad_sample = torch.cat([p.grad_sample, ci[None].to(p.grad_sample.dtype)])
+                        p.grad_sample = torch.cat([p.grad_sample, ci.to(p.grad_sample.dtype)])
             optimizer.step()
             if audit is not None:
                 audit.record(model.parameters())

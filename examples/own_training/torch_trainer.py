@@ -29,10 +29,10 @@ def train(x: torch.Tensor, y: torch.Tensor, *, seed: int, audit=None) -> torch.n
     for _ in range(STEPS):
         mask = torch.rand(x.shape[0], generator=g) < SAMPLE_RATE  # Poisson sampling: each record independently
         grads = per_example_gradients(w, b, x[mask], y[mask])
-        if audit is not None:  # the gradient-canary hook: one more per-example gradient when it is sampled
-            c = audit.canary_gradient([w, b])
+        if audit is not None:  # the gradient-canary hook: one more per-example gradient per sampled canary
+            c = audit.canary_gradients([w, b])
             if c is not None:
-                grads = [torch.cat([gi, ci[None]]) for gi, ci in zip(grads, c, strict=True)]
+                grads = [torch.cat([gi, ci]) for gi, ci in zip(grads, c, strict=True)]
         norms = torch.cat([gi.flatten(1) for gi in grads], dim=1).norm(dim=1)
         factor = torch.clamp(CLIP_NORM / (norms + 1e-12), max=1.0)  # clip each example to norm C
         sums = [(gi * factor.view(-1, *[1] * (gi.ndim - 1))).sum(dim=0) for gi in grads]
