@@ -51,8 +51,11 @@ model = "logistic_regression" # logistic_regression | mlp | cnn (digits as 1x8x8
 hidden = 32                   # mlp hidden width; cnn channels
 noise_multiplier = 1.0        # sigma: noise std on the SUM of clipped gradients / clip_norm
 sampling = "poisson"          # poisson | fixed_wor (fixed size, without replacement) | shuffle (reshuffled every epoch)
+                              # | random_allocation (each record in k random steps of every epoch; k = 1: balls-in-bins)
 sample_rate = 0.5             # poisson only
 batch_size = 50               # fixed_wor and shuffle only
+steps_per_epoch = 10          # random_allocation only: t
+k = 1                         # random_allocation only: steps per epoch a record joins, 1 <= k <= steps_per_epoch
 steps = 10
 clip_norm = 1.0
 learning_rate = 0.5
@@ -111,6 +114,7 @@ LIMITS: dict[str, int] = {
     "training.n_records": 1_000_000,
     "training.hidden": 4096,
     "training.batch_size": 1_000_000,
+    "training.steps_per_epoch": 100_000,
     "training.steps": 100_000,
     "canary.count": 10_000,
     "attack.n_shadow": 1024,
@@ -159,7 +163,7 @@ def recommended_design(trainer: str, base_dir: str | Path | None = None) -> dict
 
 
 # The sampling kinds an audit trains (accountants.describe spells them; its aliases are accepted).
-TRAINED_SAMPLING = ("fixed_wor", "poisson", "shuffle")
+TRAINED_SAMPLING = ("fixed_wor", "poisson", "random_allocation", "shuffle")
 
 
 def canonical(value: str) -> str:
@@ -197,6 +201,8 @@ SCHEMA: dict[str, dict[str, tuple]] = {
         # ≥ 1e-9: the trainer divides by the expected batch size q·N, which underflows for subnormal q
         "sample_rate": ("float", (1e-9, 1.0, "both"), 0.5),
         "batch_size": ("int", 1, 50),
+        "steps_per_epoch": ("int", 1, 10),
+        "k": ("int", 1, 1),
         "steps": ("int", 1, 10),
         "clip_norm": ("float", (0.0, None, "open"), 1.0),
         "learning_rate": ("float", (0.0, None, "open"), 0.5),
@@ -252,7 +258,8 @@ def _check_value(key: str, value: Any, spec: tuple) -> Any:
                 kind = describe.parse_sampling_kind(value[:80], key=key)
             except InputError:
                 raise InputError(f"{key} must be one of {list(spec[1])} ('-' and '_' are the same; aliases: "
-                                 f"fixed_size = without_replacement = fixed_wor); got {_show(value)}") from None
+                                 f"fixed_size = without_replacement = fixed_wor, balls_in_bins = random_allocation); "
+                                 f"got {_show(value)}") from None
             if kind not in spec[1]:
                 raise InputError(f"{key} = {_show(value)} is accounted (dpaudit account) but not trained by an audit; "
                                  f"choose one of {list(spec[1])}")
@@ -390,9 +397,24 @@ def _consistent(c: dict[str, dict[str, Any]], where: str) -> None:
         if threat == "white_box_crafted_dataset" and t["neighbouring"] != "add_remove":
             raise InputError(f"{where}attack.threat_model 'white_box_crafted_dataset' with training.sampling "
                              "'shuffle' needs training.neighbouring 'add_remove' (docs/worst-case.md)")
+    if t["sampling"] == "random_allocation":
+        _consistent_allocation(t, att, where)
     if t["sampling"] in ("fixed_wor", "shuffle") and t["batch_size"] > t["n_records"] + can["count"]:
         raise InputError(f"{where}training.batch_size must be ≤ n_records + canary.count = "
                          f"{t['n_records'] + can['count']}; got {t['batch_size']}")
+
+
+def _consistent_allocation(t: dict[str, Any], att: dict[str, Any], where: str) -> None:
+    """Random allocation (accountants.RandomAllocation): k ≤ t, add/remove, the LLR and crafted designs at k = 1."""
+    if t["k"] > t["steps_per_epoch"]:
+        raise InputError(f"{where}training.k must be an integer in [1, training.steps_per_epoch = "
+                         f"{t['steps_per_epoch']}]; got {t['k']}")
+    if t["neighbouring"] != "add_remove":
+        raise InputError(f"{where}training.sampling 'random_allocation' is accounted for training.neighbouring "
+                         f"'add_remove' only; got {t['neighbouring']!r}")
+    if t["k"] > 1 and (att["score"] == "llr" or att["threat_model"] == "white_box_crafted_dataset"):
+        raise InputError(f"{where}attack.score 'llr' and attack.threat_model 'white_box_crafted_dataset' under "
+                         f"training.sampling 'random_allocation' need training.k = 1 (balls-in-bins); got {t['k']}")
 
 
 def loads(text: str, *, base_dir: str | Path | None = None) -> dict[str, Any]:
