@@ -351,6 +351,8 @@ def _gradient_canaries() -> set[str]:
 
 def _consistent(c: dict[str, dict[str, Any]], where: str) -> None:
     t, can, att, aud = c["training"], c["canary"], c["attack"], c["audit"]
+    if t["sampling"] == "random_allocation":
+        _consistent_allocation(t, att, where)
     if aud["trial_timeout"] and not t["trainer"]:
         raise InputError(f"{where}audit.trial_timeout applies to a user trainer ([training] trainer) only")
     if t["trainer"]:  # a user trainer (attacks/plugin.py, docs/own-training.md)
@@ -397,8 +399,6 @@ def _consistent(c: dict[str, dict[str, Any]], where: str) -> None:
         if threat == "white_box_crafted_dataset" and t["neighbouring"] != "add_remove":
             raise InputError(f"{where}attack.threat_model 'white_box_crafted_dataset' with training.sampling "
                              "'shuffle' needs training.neighbouring 'add_remove' (docs/worst-case.md)")
-    if t["sampling"] == "random_allocation":
-        _consistent_allocation(t, att, where)
     if t["sampling"] in ("fixed_wor", "shuffle") and t["batch_size"] > t["n_records"] + can["count"]:
         raise InputError(f"{where}training.batch_size must be ≤ n_records + canary.count = "
                          f"{t['n_records'] + can['count']}; got {t['batch_size']}")

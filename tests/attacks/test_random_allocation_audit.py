@@ -183,6 +183,8 @@ def test_config_random_allocation_keys():
     with pytest.raises(InputError, match=r"training\.k must be an integer in \[1, training\.steps_per_epoch = 4\]; "
                                          r"got 5"):
         config.loads('[training]\nsampling = "random_allocation"\nsteps_per_epoch = 4\nk = 5\n')
+    with pytest.raises(InputError, match=r"training\.k must be an integer in \[1, training\.steps_per_epoch = 2\]"):
+        config.loads('[training]\nsampling = "random_allocation"\nsteps_per_epoch = 2\nk = 3\ntrainer = "m:f"\n')
     with pytest.raises(InputError, match=r"training\.k must be an integer ≥ 1; got 0"):
         config.loads('[training]\nsampling = "random_allocation"\nk = 0\n')
     with pytest.raises(InputError, match=r"training\.steps_per_epoch must be an integer ≥ 1; got 0"):
