@@ -82,7 +82,8 @@ def test_poisson_approximation_under_reports_at_large_delta():
 
 # (σ, t, epochs, δ): (certified lower, Poisson PLD upper) from benchmarks/bench_poisson_approx.py at this commit;
 # tolerance 1e-3 (both are deterministic lattice computations)
-REFUTED = {(0.5, 10, 2, 0.3): (1.2559, 1.0389), (0.5, 5, 1, 0.3): (0.8296, 0.5316), (0.5, 3, 2, 0.5): (1.4177, 0.7843)}
+REFUTED = {(0.5, 10, 2, 0.3): (1.2559, 1.0389), (0.5, 5, 1, 0.3): (0.8296, 0.5316), (0.5, 3, 2, 0.5): (1.4177, 0.7843),
+           (0.7, 2, 20, 0.1): (19.3280, 19.1085), (0.5, 2, 20, 0.1): (39.3962, 38.4186)}
 
 
 @pytest.mark.parametrize("key", sorted(REFUTED))
