@@ -18,7 +18,7 @@ import accountants as acc
 from accountants._validate import InputError, UnsupportedError
 from attacks import data, dpsgd, games, models, samplers, worst_case
 from attacks import membership as mia
-from audit import comparator, config, runs
+from audit import comparator, config, conformance, runs
 from audit import statistics as st
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -196,6 +196,7 @@ def test_config_random_allocation_keys():
     cfg = config.loads('[training]\nsampling = "random_allocation"\nk = 2\nsteps_per_epoch = 5\n'
                        '[attack]\nscore = "inner_product"\n')
     assert runs.spec_of(config.variants(cfg)[0]).sampling == acc.RandomAllocation(2, 5)
+    assert conformance.inclusion_rate(runs.spec_of(config.variants(cfg)[0])) == 2 / 5  # k/t per step
 
 
 def test_tightness_row():
