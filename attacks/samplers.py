@@ -193,8 +193,8 @@ def random_allocation(k: int, steps_per_epoch: int, steps: int, present: Tensor,
     Args:
         k: 1 ≤ k ≤ t. steps_per_epoch: t. steps: T.
         present: (N,) bool.
-        generator: source of randomness (k = 1: one (⌈T/t⌉, N) integer draw; k > 1: one
-            (⌈T/t⌉, N, t) uniform draw, the k smallest keys win).
+        generator: source of randomness (k = 1: one (⌈T/t⌉, N) integer draw; k > 1: an (N, t)
+            uniform draw per epoch, the k smallest keys win).
 
     Returns:
         (T, N) int16 counts in {0, 1}.
@@ -206,9 +206,9 @@ def random_allocation(k: int, steps_per_epoch: int, steps: int, present: Tensor,
     epochs = -(-steps // t)
     if k == 1:
         slot = torch.randint(0, t, (epochs, n, 1), generator=generator)
-    else:
-        keys = torch.rand(epochs, n, t, generator=generator, dtype=torch.float64)
-        slot = torch.topk(keys, k, dim=2, largest=False).indices
+    else:  # one epoch's (N, t) keys at a time: memory N·t, not epochs·N·t
+        slot = torch.stack([torch.topk(torch.rand(n, t, generator=generator, dtype=torch.float64), k, dim=1,
+                                       largest=False).indices for _ in range(epochs)])
     step = slot + (torch.arange(epochs) * t)[:, None, None]  # (E, N, k) absolute step of each draw
     record = torch.arange(n)[None, :, None].expand_as(step)
     keep = (step < steps) & present[None, :, None]
