@@ -23,7 +23,8 @@ from .events import DPSGD
 from .results import EpsilonBound, check_bracket
 from .sampling import Neighbouring, RandomAllocation
 
-__all__ = ["random_allocation_bounds", "random_allocation_lower_delta", "random_allocation_lower_epsilon"]
+__all__ = ["random_allocation_bounds", "random_allocation_lower_delta", "random_allocation_lower_epsilon",
+           "random_allocation_lower_epsilons"]
 
 MAX_EPOCHS = 4096  # epochs composed; later ones are dropped (post-processing: still a lower bound)
 
@@ -69,6 +70,17 @@ def random_allocation_lower_epsilon(spec: DPSGD, delta: float, *, h: float = 2e-
 
     check.in_range(0.0, 1.0, closed="neither", delta=delta)
     return _lower_epsilon_of(_lower_plds(spec, h), delta, tol)
+
+
+def random_allocation_lower_epsilons(spec: DPSGD, deltas: list[float], *, h: float = 2e-3,
+                                     tol: float = 1e-4) -> list[float]:
+    """:func:`random_allocation_lower_epsilon` at several δ from one composed lattice.  Bound: lower."""
+    from .shuffle import _lower_epsilon_of
+
+    for d in deltas:
+        check.in_range(0.0, 1.0, closed="neither", delta=d)
+    plds = _lower_plds(spec, h)
+    return [_lower_epsilon_of(plds, d, tol) for d in deltas]
 
 
 def random_allocation_bounds(spec: DPSGD, delta: float) -> EpsilonBound:

@@ -5,7 +5,8 @@ One step for each model r (Abadi et al. 2016, Alg. 1; σ and C as in Opacus)::
     B_t    ~ spec.sampling                       (samplers.sample_counts; absent records never drawn)
     g_i    = ∇_θ ℓ(θ; x_i, y_i)                   (exact: closed form, attacks.ghost, or vmap(grad))
     s_t    = Σ_{i∈B_t} g_i · min(1, C/‖g_i‖)       (+ gradient canaries, clipped the same way)
-    u_t    = (s_t + N(0, σ²C² I)) / E|B|           (E|B| = q·N for Poisson, b for fixed size)
+    u_t    = (s_t + N(0, σ²C² I)) / E|B|           (E|B| = q·N for Poisson, b for fixed size, k·N/t for
+                                                  random allocation)
     θ     ← θ − η · u_t
 
 Dividing by the *expected* batch size keeps the normaliser public: dividing by the realised

@@ -50,9 +50,9 @@ import torch
 from torch import Tensor, nn
 
 from accountants import _validate as check
-from accountants._validate import InputError, InputTypeError
+from accountants._validate import InputError, InputTypeError, UnsupportedError
 from accountants.events import DPSGD
-from accountants.sampling import FixedSize, Poisson, Shuffle
+from accountants.sampling import FixedSize, Poisson, RandomAllocation, Shuffle
 
 from . import models as _models
 from .threat import BlackBox, HiddenState, Threat, WhiteBox
@@ -70,6 +70,7 @@ __all__ = [
     "ScoreInfo",
     "ScoreView",
     "UpdateNorm",
+    "allocation_llr",
     "draw_law",
     "inner_product_sum",
     "lira",
@@ -341,6 +342,8 @@ def white_box_llr(observations: Tensor, spec: DPSGD, dataset_size: int, *, ampli
     check.positive(amplitude=amplitude)
     if isinstance(spec.sampling, Shuffle):  # a record is in one batch per epoch: the epochs are the units
         return shuffled_llr(observations, spec, 1.0, 0.0, amplitude=amplitude)
+    if isinstance(spec.sampling, RandomAllocation):
+        return allocation_llr(observations, spec, amplitude=amplitude)
     k, log_p = draw_law(spec, dataset_size, dtype=observations.dtype)
     var = spec.noise_multiplier**2
     a = torch.as_tensor(amplitude, dtype=observations.dtype)[..., None, None]  # broadcasts over (..., T, K)
@@ -387,6 +390,35 @@ def shuffled_llr(observations: Tensor, spec: DPSGD, shift_in: float, shift_out: 
         p = min(1.0, r * s.batch_size / s.dataset_size)
 
         total = total + _epoch_log_mix(o, float(shift_in), a, var, p) - _epoch_log_mix(o, float(shift_out), a, var, p)
+    return total
+
+
+def allocation_llr(observations: Tensor, spec: DPSGD, *, amplitude: float | Tensor = 1.0) -> Tensor:
+    """Optimal white-box score under balls-in-bins (:class:`accountants.RandomAllocation`, k = 1).
+
+    Each epoch of t steps holds the record in one uniformly random step (a trailing partial epoch of
+    r steps: in one of them with probability r/t), epochs are independent, and a record of gradient
+    a·C·e on a quiet coordinate e shifts its step by a: an epoch's likelihood ratio is
+    (1 − r/t) + (1/t) Σ_j e^{(a o_j − a²/2)/σ²}, the accountant's dominating pair
+    (1/t) Σ_j N(e_j, σ²I) against N(0, σ²I) (Feldman & Shenfeld 2025, arXiv 2502.08202). Returns
+    Σ_epochs log ratio (the Neyman–Pearson score of the T-step pair).
+
+    Args:
+        observations: (..., T) projections in units of C.
+        spec: a DPSGD with RandomAllocation(1, t) sampling.
+        amplitude: a = min(‖g‖, C)/C.
+    """
+    s = spec.sampling
+    if not isinstance(s, RandomAllocation):
+        raise InputTypeError(f"spec.sampling must be accountants.RandomAllocation; got {type(s).__name__}")
+    if s.k != 1:
+        raise UnsupportedError(f"allocation_llr covers balls-in-bins (k = 1); got k = {s.k}")
+    T, t, var = observations.shape[-1], s.steps_per_epoch, spec.noise_multiplier**2
+    a = torch.as_tensor(amplitude, dtype=observations.dtype)[..., None]
+    total = torch.zeros(observations.shape[:-1], dtype=observations.dtype)
+    for start in range(0, T, t):
+        o = observations[..., start:start + t]
+        total = total + _epoch_log_mix(o, 1.0, a, var, o.shape[-1] / t)
     return total
 
 

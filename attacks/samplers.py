@@ -20,10 +20,10 @@ from torch import Tensor
 
 from accountants import _validate as check
 from accountants._validate import InputError, InputTypeError
-from accountants.sampling import FixedSize, Poisson, Shuffle
+from accountants.sampling import FixedSize, Poisson, RandomAllocation, Shuffle
 
-__all__ = ["fixed_size_with_replacement", "fixed_size_without_replacement", "poisson", "sample_counts", "shuffled",
-           "shuffled_slots"]
+__all__ = ["fixed_size_with_replacement", "fixed_size_without_replacement", "poisson", "random_allocation",
+           "sample_counts", "shuffled", "shuffled_slots"]
 
 COUNT_DTYPE = torch.int16
 
@@ -173,8 +173,53 @@ def shuffled_slots(batch_size: int, steps: int, present: Tensor, generator: torc
     return shuffled(batch_size, steps, full, generator) * present.to(COUNT_DTYPE)
 
 
+def random_allocation(k: int, steps_per_epoch: int, steps: int, present: Tensor,
+                      generator: torch.Generator | None = None) -> Tensor:
+    """:class:`accountants.RandomAllocation`: every record joins k of each epoch's t steps (balls-in-bins: k = 1).
+
+    Every slot, present or not, draws its k-subset of the epoch's t steps (uniform, independently of
+    the other slots and epochs); an absent slot's draws are then discarded. The draws of the other
+    records are therefore the same in both neighbouring datasets, and independent of the canary's:
+    the realised pair of :mod:`accountants.random_allocation`. A trailing partial epoch of r < t
+    steps runs the first r steps of a full epoch's allocation.
+
+    Formal guarantees:
+        - A present record is in exactly k batches of each full epoch, a uniformly random k-subset of
+          its t steps; in a trailing partial epoch of r steps it is in each with probability k/t.
+        - Allocations are independent across records and epochs; absent records are never drawn.
+        - Batch sizes vary: Binomial(n_present, k/t) at every step (the trainer divides by the
+          expected size k·N/t, never by the realised one).
+
+    Args:
+        k: 1 ≤ k ≤ t. steps_per_epoch: t. steps: T.
+        present: (N,) bool.
+        generator: source of randomness (k = 1: one (⌈T/t⌉, N) integer draw; k > 1: an (N, t)
+            uniform draw per epoch, the k smallest keys win).
+
+    Returns:
+        (T, N) int16 counts in {0, 1}.
+    """
+    check.integer(1, None, steps_per_epoch=steps_per_epoch, steps=steps)
+    check.integer(1, steps_per_epoch, k=k)
+    present = _check_present(present)
+    n, t = present.numel(), steps_per_epoch
+    epochs = -(-steps // t)
+    if k == 1:
+        slot = torch.randint(0, t, (epochs, n, 1), generator=generator)
+    else:  # one epoch's (N, t) keys at a time: memory N·t, not epochs·N·t
+        slot = torch.stack([torch.topk(torch.rand(n, t, generator=generator, dtype=torch.float64), k, dim=1,
+                                       largest=False).indices for _ in range(epochs)])
+    step = slot + (torch.arange(epochs) * t)[:, None, None]  # (E, N, k) absolute step of each draw
+    record = torch.arange(n)[None, :, None].expand_as(step)
+    keep = (step < steps) & present[None, :, None]
+    counts = torch.zeros(steps, n, dtype=COUNT_DTYPE)
+    counts[step[keep], record[keep]] = 1
+    return counts
+
+
 def sample_counts(
-    sampling: Poisson | FixedSize | Shuffle, steps: int, present: Tensor, generator: torch.Generator | None = None
+    sampling: Poisson | FixedSize | Shuffle | RandomAllocation, steps: int, present: Tensor,
+    generator: torch.Generator | None = None,
 ) -> Tensor:
     """Draw T batches with the scheme ``sampling`` describes (dispatch on its type).
 
@@ -182,11 +227,14 @@ def sample_counts(
     the two neighbouring datasets; batches are drawn from the records present, so it must be at
     least their number (the smaller neighbour has one record fewer under add/remove). For
     :class:`~accountants.sampling.Shuffle`, ``dataset_size`` must equal the number of slots N
-    (absent records hold ⊥ in their slot: :func:`shuffled_slots`).
+    (absent records hold ⊥ in their slot: :func:`shuffled_slots`). For
+    :class:`~accountants.sampling.RandomAllocation`, every slot is allocated (:func:`random_allocation`).
     """
     match sampling:
         case Poisson(rate=q):
             return poisson(q, steps, present, generator)
+        case RandomAllocation(k=k, steps_per_epoch=t):
+            return random_allocation(k, t, steps, present, generator)
         case Shuffle(batch_size=b, dataset_size=n):
             slots = _check_present(present).numel()
             if n != slots:
@@ -202,18 +250,23 @@ def sample_counts(
             return fixed_size_without_replacement(b, steps, present, generator)
         case _:
             raise InputTypeError(
-                f"sampling must be accountants.Poisson, FixedSize or Shuffle; got {type(sampling).__name__}"
+                f"sampling must be accountants.Poisson, FixedSize, Shuffle or RandomAllocation; got "
+                f"{type(sampling).__name__}"
             )
 
 
-def expected_batch_size(sampling: Poisson | FixedSize | Shuffle, dataset_size: int) -> float:
-    """The public normaliser of DP-SGD: q·N for Poisson, b for fixed-size and shuffled batches (never the realised)."""
+def expected_batch_size(sampling: Poisson | FixedSize | Shuffle | RandomAllocation, dataset_size: int) -> float:
+    """The public normaliser of DP-SGD: q·N for Poisson, b for fixed-size and shuffled batches, k·N/t for
+    random allocation (N the record slots; never the realised size)."""
     match sampling:
         case Poisson(rate=q):
             return q * dataset_size
+        case RandomAllocation(k=k, steps_per_epoch=t):
+            return k * dataset_size / t
         case FixedSize(batch_size=b) | Shuffle(batch_size=b):
             return float(b)
         case _:
             raise InputTypeError(
-                f"sampling must be accountants.Poisson, FixedSize or Shuffle; got {type(sampling).__name__}"
+                f"sampling must be accountants.Poisson, FixedSize, Shuffle or RandomAllocation; got "
+                f"{type(sampling).__name__}"
             )

@@ -18,11 +18,13 @@ FixedSize WOR, add/remove  z (g) and N − 1 records of gradient −g           
 FixedSize WOR, replace-one z (g) / z′ (−g) and N − 1 records of gradient −g      −b + 2B vs −b
 FixedSize WR, both         as WOR; z is drawn k ~ Bin(b, 1/N) times              −b + 2k vs −b
 Shuffle(b, n), add/remove  z (g) and n − 1 records of gradient −g; out: ⊥        per epoch MoG(2) vs MoG(1)
+RandomAlloc(1, t), add/rm  canary z (g)                                         per epoch MoG(1) vs N(0)
 ========================  =================================================  =====================
 
 Under shuffling the steps of one epoch are not independent (z is in exactly one batch of each
 epoch), so :func:`laws` does not apply; :func:`llr` scores epochs with
-:func:`attacks.membership.shuffled_llr` (Chua et al., ICML 2024, §4).
+:func:`attacks.membership.shuffled_llr` (Chua et al., ICML 2024, §4). Under balls-in-bins likewise
+(z is in one uniformly random step of each epoch): :func:`attacks.membership.allocation_llr`.
 
 :func:`llr` is the Neyman–Pearson optimal score for this pair (T steps, independent given the
 adversary's knowledge: the crafted records do not depend on θ).
@@ -47,12 +49,12 @@ from torch import Tensor
 from accountants import _validate as check
 from accountants._validate import InputError, InputTypeError, UnsupportedError
 from accountants.events import DPSGD
-from accountants.sampling import FixedSize, Neighbouring, Poisson, Shuffle
+from accountants.sampling import FixedSize, Neighbouring, Poisson, RandomAllocation, Shuffle
 
 from . import membership as mia
 from .canaries import CraftedDataset
 
-__all__ = ["crafted", "laws", "llr", "sample_shuffle_pair"]
+__all__ = ["crafted", "laws", "llr", "sample_allocation_pair", "sample_shuffle_pair"]
 
 
 def crafted(spec: DPSGD, dim: int, *, coordinate: int = 0, clip_norm: float = 1.0, natural: int = 0,
@@ -108,7 +110,15 @@ def crafted(spec: DPSGD, dim: int, *, coordinate: int = 0, clip_norm: float = 1.
             if n < 2:
                 raise InputError(f"spec.sampling.dataset_size must be ≥ 2 (the canary and a −g record); got {n}")
             return CraftedDataset(g, "crafted", background=n - 1, copies=1, alternative=False)
-    raise InputTypeError(f"spec.sampling must be Poisson, FixedSize or Shuffle; got {type(spec.sampling).__name__}")
+        case RandomAllocation(k=k):
+            # the accountant's pair (1/t)Σ_j N(e_j, σ²I) vs N(0, σ²I) needs nothing but z: the other records'
+            # allocations are independent of z's and touch no other coordinate (docs/worst-case.md)
+            if K > 1 or replace_one or k != 1:
+                raise UnsupportedError("crafted: random allocation is constructed for balls-in-bins (k = 1), "
+                                       "add/remove, single records (what its accountant covers)")
+            return CraftedDataset(g, "crafted", background=0, copies=1, alternative=False)
+    raise InputTypeError(f"spec.sampling must be Poisson, FixedSize, Shuffle or RandomAllocation; got "
+                         f"{type(spec.sampling).__name__}")
 
 
 def _binomial_log_pmf(n: int, p: float, dtype: torch.dtype) -> Tensor:
@@ -171,6 +181,8 @@ def llr(observations: Tensor, spec: DPSGD, canary: CraftedDataset, *, clip_norm:
         # baseline −b (b records of −g); z's batch: −b + 2 with z in, −b + 1 with ⊥ in its slot (units of C·amp)
         base = observations + spec.sampling.batch_size * amp
         return mia.shuffled_llr(base, spec, 2.0, 1.0, amplitude=amp)
+    if isinstance(spec.sampling, RandomAllocation):  # z in one step per epoch: per-epoch mixture LLR
+        return mia.allocation_llr(observations, spec, amplitude=amp)
     a_in, lp_in, a_out, lp_out = laws(spec, canary, natural=natural, dtype=observations.dtype)
     var = spec.noise_multiplier ** 2
     o = observations
@@ -205,3 +217,26 @@ def sample_shuffle_pair(spec: DPSGD, n: int, *, shift_in: float = 2.0, shift_out
         return o
 
     return draw(float(shift_in)), draw(float(shift_out))
+
+
+def sample_allocation_pair(spec: DPSGD, n: int, *, generator: torch.Generator | None = None) -> tuple[Tensor, Tensor]:
+    """Draws of the balls-in-bins pair itself (no trainer): (in, out) observations, each (n, T).
+
+    "in": every epoch of t steps adds 1 to one uniformly chosen step (a trailing partial epoch of r
+    steps: with probability r/t), on top of N(0, σ²) per step; "out": N(0, σ²) only. This is the
+    accountant's dominating pair (1/t)Σ_j N(e_j, σ²I) vs N(0, σ²I) per epoch, the view of
+    :func:`crafted`'s dataset. For ε_certifiable of the pair and for tests. Bound: none.
+    """
+    s = spec.sampling
+    if not isinstance(s, RandomAllocation) or s.k != 1:
+        raise InputTypeError(f"spec.sampling must be accountants.RandomAllocation with k = 1; got {s!r}")
+    check.integer(1, None, n=n)
+    T, t, sigma = spec.steps, s.steps_per_epoch, spec.noise_multiplier
+    o_in = torch.randn(n, T, generator=generator, dtype=torch.float64) * sigma
+    rows = torch.arange(n)
+    for start in range(0, T, t):
+        pos = start + torch.randint(0, t, (n,), generator=generator)
+        hit = pos < T
+        o_in[rows[hit], pos[hit]] += 1.0
+    o_out = torch.randn(n, T, generator=generator, dtype=torch.float64) * sigma
+    return o_in, o_out

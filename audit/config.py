@@ -51,8 +51,11 @@ model = "logistic_regression" # logistic_regression | mlp | cnn (digits as 1x8x8
 hidden = 32                   # mlp hidden width; cnn channels
 noise_multiplier = 1.0        # sigma: noise std on the SUM of clipped gradients / clip_norm
 sampling = "poisson"          # poisson | fixed_wor (fixed size, without replacement) | shuffle (reshuffled every epoch)
+                              # | random_allocation (each record in k random steps of every epoch; k = 1: balls-in-bins)
 sample_rate = 0.5             # poisson only
 batch_size = 50               # fixed_wor and shuffle only
+steps_per_epoch = 10          # random_allocation only: t
+k = 1                         # random_allocation only: steps per epoch a record joins, 1 <= k <= steps_per_epoch
 steps = 10
 clip_norm = 1.0
 learning_rate = 0.5
@@ -111,6 +114,7 @@ LIMITS: dict[str, int] = {
     "training.n_records": 1_000_000,
     "training.hidden": 4096,
     "training.batch_size": 1_000_000,
+    "training.steps_per_epoch": 100_000,
     "training.steps": 100_000,
     "canary.count": 10_000,
     "attack.n_shadow": 1024,
@@ -188,7 +192,7 @@ def _recommend_one_run(raw: dict[str, Any], base_dir: str | Path | None) -> None
 
 
 # The sampling kinds an audit trains (accountants.describe spells them; its aliases are accepted).
-TRAINED_SAMPLING = ("fixed_wor", "poisson", "shuffle")
+TRAINED_SAMPLING = ("fixed_wor", "poisson", "random_allocation", "shuffle")
 
 
 def canonical(value: str) -> str:
@@ -226,6 +230,8 @@ SCHEMA: dict[str, dict[str, tuple]] = {
         # ≥ 1e-9: the trainer divides by the expected batch size q·N, which underflows for subnormal q
         "sample_rate": ("float", (1e-9, 1.0, "both"), 0.5),
         "batch_size": ("int", 1, 50),
+        "steps_per_epoch": ("int", 1, 10),
+        "k": ("int", 1, 1),
         "steps": ("int", 1, 10),
         "clip_norm": ("float", (0.0, None, "open"), 1.0),
         "learning_rate": ("float", (0.0, None, "open"), 0.5),
@@ -281,7 +287,8 @@ def _check_value(key: str, value: Any, spec: tuple) -> Any:
                 kind = describe.parse_sampling_kind(value[:80], key=key)
             except InputError:
                 raise InputError(f"{key} must be one of {list(spec[1])} ('-' and '_' are the same; aliases: "
-                                 f"fixed_size = without_replacement = fixed_wor); got {_show(value)}") from None
+                                 f"fixed_size = without_replacement = fixed_wor, balls_in_bins = random_allocation); "
+                                 f"got {_show(value)}") from None
             if kind not in spec[1]:
                 raise InputError(f"{key} = {_show(value)} is accounted (dpaudit account) but not trained by an audit; "
                                  f"choose one of {list(spec[1])}")
@@ -377,6 +384,8 @@ def _consistent(c: dict[str, dict[str, Any]], where: str) -> None:
         raise InputError(f"{where}audit.trials must be an integer ≥ 2 for audit.game {aud['game']!r} (only "
                          f"'one_run' audits from a single training run); got {aud['trials']}")
     _count_fits(c, where)
+    if t["sampling"] == "random_allocation":
+        _consistent_allocation(t, att, where)
     if aud["trial_timeout"] and not t["trainer"]:
         raise InputError(f"{where}audit.trial_timeout applies to a user trainer ([training] trainer) only")
     if t["trainer"]:  # a user trainer (attacks/plugin.py, docs/own-training.md)
@@ -437,6 +446,19 @@ def _count_fits(c: dict[str, dict[str, Any]], where: str) -> None:
         raise InputError(f"{where}canary.count must be ≤ training.n_records = {t['n_records']} for canary.kind "
                          f"'mislabelled' (each relabels a distinct natural record); got {can['count']} (more "
                          "canaries than records: canary.kind 'out_of_distribution')")
+
+
+def _consistent_allocation(t: dict[str, Any], att: dict[str, Any], where: str) -> None:
+    """Random allocation (accountants.RandomAllocation): k ≤ t, add/remove, the LLR and crafted designs at k = 1."""
+    if t["k"] > t["steps_per_epoch"]:
+        raise InputError(f"{where}training.k must be an integer in [1, training.steps_per_epoch = "
+                         f"{t['steps_per_epoch']}]; got {t['k']}")
+    if t["neighbouring"] != "add_remove":
+        raise InputError(f"{where}training.sampling 'random_allocation' is accounted for training.neighbouring "
+                         f"'add_remove' only; got {t['neighbouring']!r}")
+    if t["k"] > 1 and (att["score"] == "llr" or att["threat_model"] == "white_box_crafted_dataset"):
+        raise InputError(f"{where}attack.score 'llr' and attack.threat_model 'white_box_crafted_dataset' under "
+                         f"training.sampling 'random_allocation' need training.k = 1 (balls-in-bins); got {t['k']}")
 
 
 def loads(text: str, *, base_dir: str | Path | None = None) -> dict[str, Any]:

@@ -57,7 +57,7 @@ import numpy as np
 from scipy import special, stats
 
 from accountants.events import DPSGD
-from accountants.sampling import Poisson
+from accountants.sampling import Poisson, RandomAllocation
 
 from . import model
 
@@ -88,8 +88,8 @@ _FLOOR = 1e-8  # attacks.conformance_record.FRESH_FLOOR
 def inclusion_rate(spec: DPSGD) -> float:
     """The claimed probability that a given record is in a given step's batch."""
     s = spec.sampling
-    if isinstance(s, Poisson):
-        return float(s.rate)
+    if isinstance(s, (Poisson, RandomAllocation)):
+        return float(s.rate)  # random allocation: k/t
     return float(s.batch_size) / float(s.dataset_size)
 
 
@@ -300,6 +300,9 @@ def run_tests(records: Sequence[dict[str, Any]], spec: DPSGD, significance: floa
     skip_sampling = state
     if skip_sampling is None and spec.sampling.__class__.__name__ == "Shuffle":
         skip_sampling = "shuffled batches are dependent across steps by design: the independence test does not apply"
+    if skip_sampling is None and isinstance(spec.sampling, RandomAllocation):
+        skip_sampling = "random allocation is dependent across the steps of an epoch by design: the independence " \
+                        "test does not apply"
     tests = (_sampling(a, noisy, rate, level, rng, skip_sampling, permutations),
              _contribution(a, early, rate, sigma, level) if len(early) else
              _result("contribution", "z", None, None, level, "not tested", "no step with noise on R"),

@@ -116,6 +116,8 @@ class TrainingConfig:
     fault_factor: float
     trainer: str = ""  # a user trainer "module:function" (docs/own-training.md)
     trainer_dir: str = ""  # where its module is looked up first
+    steps_per_epoch: int = 10  # random_allocation only (absent from results written before it existed)
+    k: int = 1  # random_allocation only
 
 
 @dataclass(frozen=True)

@@ -62,6 +62,9 @@ def spec_of(v: dict[str, Any]) -> DPSGD:
     kind = describe.parse_sampling_kind(t["sampling"], key="training.sampling")
     if kind == "poisson":
         sampling = describe.make_sampling(kind, sample_rate=t["sample_rate"], key="training.sampling")
+    elif kind == "random_allocation":
+        sampling = describe.make_sampling(kind, k=t["k"], steps_per_epoch=t["steps_per_epoch"],
+                                          key="training.sampling")
     else:
         sampling = describe.make_sampling(kind, batch_size=t["batch_size"], dataset_size=t["n_records"] + extra,
                                           key="training.sampling")

@@ -27,6 +27,14 @@ construction) and the sound upper bound (full-batch Gaussian epochs), and ε_cer
 *realised* pair (the optimal audit of that pair at the same design, seeded draws of the pair; the
 accountant's upper curve is far from what any crafted dataset is known to realise).
 
+Row ``random_allocation_add_remove`` (its own settings, docs/worst-case.md): balls-in-bins
+RandomAllocation(1, t = 5), T = 10 (2 epochs), σ = 1, 10,000 trials by default (``--allocation-trials``);
+crafted dataset of attacks.worst_case (z = +C·e alone: the accountant's pair (1/t)Σ_j N(e_j) vs N(0) per
+epoch) scored by its exact per-epoch LLR. ε_certifiable is given twice: on the accountant's tightest
+curve (RDP-derived: random allocation has no PLD here) and on the *realised* pair (median of 11 seeded
+optimal audits of the pair, which is the accountant's own dominating pair); beside them the certified
+lower bound, the RDP upper bound and the Poisson ε at q = 1/t.
+
 Usage::
 
     PYTHONPATH=. python benchmarks/bench_tightness.py [--trials 2000] [--sigma 1.0] [--rows fixed_size_add_remove,...]
@@ -43,6 +51,7 @@ import time
 
 import accountants as acc
 from accountants import Neighbouring
+from accountants.random_allocation import random_allocation_lower_epsilon
 from attacks import data, games, models, worst_case
 from attacks import membership as mia
 from audit import comparator, tightness
@@ -83,6 +92,37 @@ def hidden_state_epsilon(spec: acc.DPSGD) -> float:
 ROWS = rows()
 SHUFFLE_ROW = "shuffle_add_remove"
 SHUFFLE_SPEC = acc.DPSGD(0.8, acc.Shuffle(5, 500), 200)  # 2 epochs of 100 steps; Poisson q = 0.01 quoted
+
+
+ALLOCATION_ROW = "random_allocation_add_remove"
+ALLOCATION_SPEC = acc.DPSGD(1.0, acc.RandomAllocation(1, 5), 10)  # 2 epochs of 5 steps
+
+
+def certifiable_on_allocation_pair(spec: acc.DPSGD, n_in: int, n_out: int, significance: float,
+                                   replicates: int = 11, seed: int = 0) -> list[float]:
+    """ε lower bounds of ``replicates`` optimal audits of the balls-in-bins pair (sorted; its exact LLR)."""
+    g = __import__("torch").Generator().manual_seed(seed)
+    out = []
+    for _ in range(replicates):
+        xin, _ = worst_case.sample_allocation_pair(spec, n_in, generator=g)
+        _, xout = worst_case.sample_allocation_pair(spec, n_out, generator=g)
+        si, so = mia.allocation_llr(xin, spec).numpy(), mia.allocation_llr(xout, spec).numpy()
+        out.append(st.epsilon_lower_bound(si, so, delta=DELTA, significance=significance).value)
+    return sorted(out)
+
+
+def run_allocation_row(trials: int, significance: float, seed: int = 0, spec: acc.DPSGD = ALLOCATION_SPEC) -> dict:
+    """The balls-in-bins row: :func:`run_row`'s figures plus ε_certifiable of the realised pair, the certified
+    lower bound and the Poisson ε at q = 1/t."""
+    r = run_row(ALLOCATION_ROW, spec, trials, significance, seed)
+    reps = certifiable_on_allocation_pair(spec, trials // 2, trials - trials // 2, significance)
+    cert = reps[len(reps) // 2]
+    poisson = acc.DPSGD(spec.noise_multiplier, acc.Poisson(1 / spec.sampling.steps_per_epoch), spec.steps)
+    r.update({"epsilon_certifiable_pair": cert, "pair_range": (reps[0], reps[-1]),
+              "ratio_pair": tightness.certifiable_ratio(r["epsilon_lower"], cert),
+              "certified_lower": random_allocation_lower_epsilon(spec, DELTA),
+              "epsilon_poisson": float(acc.epsilon(poisson, DELTA, method="pld").value)})
+    return r
 
 
 def certifiable_on_shuffle_pair(spec: acc.DPSGD, n_in: int, n_out: int, significance: float,
@@ -177,8 +217,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--trials", type=int, default=2000)
     ap.add_argument("--significance", type=float, default=0.05)
-    ap.add_argument("--rows", default=",".join([*ROWS, SHUFFLE_ROW]))
+    ap.add_argument("--rows", default=",".join([*ROWS, SHUFFLE_ROW, ALLOCATION_ROW]))
     ap.add_argument("--shuffle-trials", type=int, default=10_000)
+    ap.add_argument("--allocation-trials", type=int, default=10_000)
     ap.add_argument("--sigma", type=float, default=SIGMA)
     args = ap.parse_args()
     specs = rows(args.sigma)
@@ -196,6 +237,17 @@ def main() -> None:
                   f"T = 200, {r['trials']} trials] Poisson ε {r['epsilon_poisson']:.3f}, shuffle lower "
                   f"{r['shuffle_lower']:.3f}, upper {r['shuffle_upper']:.3f}; exceeds Poisson: "
                   f"{r['exceeds_poisson']}, below upper: {r['below_upper']}; viol {r['violated']} "
+                  f"{r['seconds']:.0f} s", flush=True)
+            continue
+        if name == ALLOCATION_ROW:
+            r = run_allocation_row(args.allocation_trials, args.significance)
+            lo, hi = r["certifiable_range"]
+            plo, phi = r["pair_range"]
+            print(f"{name:26} {_f(r['epsilon_lower'])} {_f(r['epsilon_certifiable'])} {f'({lo:.2f}-{hi:.2f})':>13} "
+                  f"{r['curve']:>5} {_f(r['ratio'], 6, 2)} {_f(r['ceiling'])}   [σ = 1, RandomAllocation(1, 5), "
+                  f"T = 10, {r['trials']} trials] realised pair: ε_cert {r['epsilon_certifiable_pair']:.3f} "
+                  f"({plo:.2f}-{phi:.2f}), ratio {r['ratio_pair']:.2f}; certified lower {r['certified_lower']:.3f}, "
+                  f"ε_rdp {r['epsilon_rdp']:.3f}, Poisson q = 1/t {r['epsilon_poisson']:.3f}; viol {r['violated']} "
                   f"{r['seconds']:.0f} s", flush=True)
             continue
         r = run_row(name, specs[name], args.trials, args.significance)
