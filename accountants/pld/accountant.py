@@ -25,10 +25,11 @@ from .. import _validate as check
 from .._validate import InputError, InputTypeError, UnsupportedError
 from ..events import DPSGD, Composed
 from ..results import DeltaBound, EpsilonBound
+from ..sampling import Poisson
 from .compose import ComposedPLD, chernoff_tilt, compose, fast_length, window
 from .discretise import discretise
 from .gaussian import gdp_delta_bracket, gdp_epsilon_bracket
-from .pairs import GaussianShift, MixturePair, step_pairs, unsupported_reason
+from .pairs import GaussianShift, LabelledPair, MixturePair, step_pairs, unsupported_reason
 
 __all__ = [
     "PLDBracket",
@@ -84,7 +85,7 @@ def _unsupported(spec: Spec) -> str | None:
     return None
 
 
-def _directions(spec: Spec) -> tuple[dict[str, list[tuple[MixturePair, int]]], str]:
+def _directions(spec: Spec) -> tuple[dict[str, list[tuple[MixturePair | LabelledPair, int]]], str]:
     """Per ordered direction, the (pair, steps) of every part; symmetric runs have one direction."""
     reason = _unsupported(spec)
     if reason is not None:
@@ -93,9 +94,15 @@ def _directions(spec: Spec) -> tuple[dict[str, list[tuple[MixturePair, int]]], s
     parts = [(step_pairs(p), p.steps) for p in _parts(spec)]
     theorem = "; ".join(dict.fromkeys(sp.theorem for sp, _ in parts))
     remove = [(sp.remove, t) for sp, t in parts]
-    if all(sp.symmetric for sp, _ in parts):
+    extra = list(dict.fromkeys(name for sp, _ in parts for name, _ in sp.more))
+    if all(sp.symmetric for sp, _ in parts) and not extra:
         return {"remove": remove}, theorem
-    return {"remove": remove, "add": [(sp.add, t) for sp, t in parts]}, theorem
+    dirs = {"remove": remove, "add": [(sp.add, t) for sp, t in parts]}
+    # Further directions (truncated Poisson: the record added to n records): parts without them use
+    # their own pair of the same orientation (the same pair of datasets in every part).
+    for name in extra:
+        dirs[name] = [(dict(sp.more).get(name, sp.add if name.startswith("add") else sp.remove), t) for sp, t in parts]
+    return dirs, theorem
 
 
 @dataclass(frozen=True)
@@ -145,8 +152,11 @@ class PLDBracket:
         return self.upper - self.lower
 
 
-def _loss_span(pair: MixturePair, tail: float) -> float:
+def _loss_span(pair: MixturePair | LabelledPair, tail: float) -> float:
     """Width of the loss range that :func:`discretise` puts on the lattice for ``pair``."""
+    if isinstance(pair, LabelledPair):
+        lo, hi = pair.loss_range(tail)
+        return hi - lo
     x_lo, x_hi = pair.x_range(tail)
     lo, hi = (float(v) for v in pair.loss(torch.tensor([x_lo, x_hi], dtype=torch.float64)))
     return hi - lo
@@ -184,6 +194,31 @@ def _gdp_bracket(fn, x: float, mu: float) -> tuple[float, float]:
     mu_up = mu * (1.0 + _MU_REL)
     up = fn(x, mu_up)[1] if mu_up <= 1e6 else math.inf
     return lo, up
+
+
+def _realised(spec: Spec) -> Spec | None:
+    """The run a dataset realises exactly, for runs with truncated-Poisson parts (else None).
+
+    The dominating pair of truncated Poisson (docs/dominating-pairs.md §4c) is not realised by any
+    dataset, so its bracket's lower end says nothing about the mechanism. A dataset whose other
+    records have gradient 0 (and the record C·e, or ±C·e under replace-one) realises the Poisson pair
+    at the record's inclusion probability p(n) (rounded down): each truncated part becomes Poisson(p(n)).
+    The lower end of a truncated run is that run's certified lower end.
+    """
+    from ..sampling import TruncatedPoisson
+    from ..truncated_poisson import inclusion_probability
+
+    parts = _parts(spec)
+    if not any(isinstance(p.sampling, TruncatedPoisson) for p in parts):
+        return None
+    out = []
+    for p in parts:
+        s = p.sampling
+        if isinstance(s, TruncatedPoisson):
+            rate = inclusion_probability(s, int(s.dataset_size))
+            p = DPSGD(p.noise_multiplier, Poisson(rate), p.steps, p.neighbouring, p.group_size)
+        out.append(p)
+    return out[0] if isinstance(spec, DPSGD) else Composed(tuple(out))
 
 
 def _check_order(lower: float, upper: float) -> None:
@@ -324,8 +359,11 @@ def pld_epsilon_bracket(
             break
         h = prof.h * min(0.9, max(0.1, math.sqrt(0.8 * target / width)))
     assert prof is not None
+    realised = _realised(spec)
+    if realised is not None:   # the pair is not realised: the lower end comes from a realised one
+        lo = pld_epsilon_bracket(realised, delta, eps_error=eps_error, delta_error=beta, device=device).lower
     _check_order(lo, up)
-    return PLDBracket(lo, up, prof.h, prof.points, prof.theorem)
+    return PLDBracket(lo, up, prof.h, prof.points, _with_lower_source(prof.theorem, realised))
 
 
 def pld_delta_bracket(
@@ -353,8 +391,18 @@ def pld_delta_bracket(
                        at_epsilon=float(epsilon))
     e = torch.tensor([float(epsilon)], dtype=torch.float64, device=_resolve_device(device))
     lo, up = float(prof.delta_lower(e)[0]), float(prof.delta_upper(e)[0])
+    realised = _realised(spec)
+    if realised is not None:   # the pair is not realised: the lower end comes from a realised one
+        lo = pld_delta_bracket(realised, epsilon, eps_error=eps_error, delta_error=delta_error, device=device).lower
     _check_order(lo, up)
-    return PLDBracket(lo, up, prof.h, prof.points, prof.theorem)
+    return PLDBracket(lo, up, prof.h, prof.points, _with_lower_source(prof.theorem, realised))
+
+
+def _with_lower_source(theorem: str, realised: Spec | None) -> str:
+    if realised is None:
+        return theorem
+    return theorem + ("; lower end: the realised pair of a dataset whose other records have gradient 0 "
+                      "(Poisson at the record's inclusion probability)")
 
 
 def pld_privacy_profile(

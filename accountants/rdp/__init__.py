@@ -75,6 +75,8 @@ def register_step_rdp(
 def _sampling_name(spec: DPSGD) -> str:
     if type(spec.sampling).__name__ == "RandomAllocation":
         return "random-allocation"
+    if type(spec.sampling).__name__ == "TruncatedPoisson":
+        return "truncated-poisson (no RDP theorem; use method='pld', docs/sampling.md)"
     if isinstance(spec.sampling, FixedSize):
         return "fixed-wr" if spec.sampling.replace else "fixed-wor"
     return "poisson"

@@ -1,0 +1,238 @@
+"""Truncated Poisson (issue 27 §2): the label split, the PLD bracket, limits, the peer, describe and CLI.
+
+The exact one-step privacy profiles come from an mpmath oracle: every batch of a small dataset is
+enumerated (each subset drawn by Poisson sampling, then every B-subset of a truncated draw), the output
+is the 1-D mixture of Gaussians at the batch sums, and δ(ε) = ∫(p − e^ε q)_+ is integrated exactly
+between the roots of p − e^ε q (Φ differences at 20 digits).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import subprocess
+import sys
+from fractions import Fraction
+from math import comb
+
+import mpmath
+import pytest
+
+import accountants as acc
+from accountants.pld import pld_delta_bracket, pld_epsilon_bracket
+from accountants.truncated_poisson import inclusion_probability, truncation_split
+
+# ----------------------------------------------------------------------------------- mpmath oracle
+
+
+def _batch_means(others, x, q, b):
+    """{batch sum: probability} of a truncated Poisson batch of ``others`` (plus ``x`` unless None)."""
+    recs = list(others) + ([] if x is None else [x])
+    q = mpmath.mpf(q)
+    out: dict = {}
+    for mask in itertools.product((0, 1), repeat=len(recs)):
+        k = sum(mask)
+        pr = q**k * (1 - q) ** (len(recs) - k)
+        drawn = [r for r, m in zip(recs, mask, strict=True) if m]
+        subs = [drawn] if k <= b else list(itertools.combinations(drawn, b))
+        for sub in subs:
+            mu = mpmath.mpf(sum(sub))
+            out[mu] = out.get(mu, 0) + pr / len(subs)
+    return out
+
+
+def _hockey(p, q, eps, sigma=1.0, grid=600):
+    """∫ (p − e^ε q)_+ for 1-D Gaussian mixtures {mean: weight} with a common σ (roots refined)."""
+    with mpmath.workdps(20):
+        a, s = mpmath.e ** mpmath.mpf(eps), mpmath.mpf(sigma)
+        f = lambda t: sum(w * mpmath.npdf(t, m, s) for m, w in p.items()) - a * sum(  # noqa: E731
+            w * mpmath.npdf(t, m, s) for m, w in q.items())
+        cdf = lambda mix, t: sum(w * mpmath.ncdf(t, m, s) for m, w in mix.items())  # noqa: E731
+        means = [*p, *q]
+        lo, hi = min(means) - 12 * sigma, max(means) + 12 * sigma
+        ts = [lo + (hi - lo) * i / grid for i in range(grid + 1)]
+        vals = [f(t) for t in ts]
+        cuts = [mpmath.findroot(f, (ts[i], ts[i + 1]), solver="anderson")
+                for i in range(grid) if (vals[i] > 0) != (vals[i + 1] > 0)]
+        pts = [-mpmath.inf, *cuts, mpmath.inf]
+        total = mpmath.mpf(0)
+        for left, right in itertools.pairwise(pts):
+            mid = left + 1 if right == mpmath.inf else (right - 1 if left == -mpmath.inf else (left + right) / 2)
+            if f(mid) > 0:
+                total += (cdf(p, right) - cdf(p, left)) - a * (cdf(q, right) - cdf(q, left))
+        return float(total)
+
+
+def _pair_delta(pi, gamma, q, eps, direction):
+    """Exact δ(ε) of the labelled dominating pair (docs/dominating-pairs.md §4c), one direction."""
+    pois, trunc = ({0: 1 - q, 1: q}, {0: 1}), ({0: 1 - gamma, 2: gamma}, {0: 1})
+    if direction == "add":
+        pois, trunc = pois[::-1], trunc[::-1]
+    return (1 - pi) * _hockey(*pois, eps) + pi * _hockey(*trunc, eps)
+
+
+# ----------------------------------------------------------------------------------- the split
+
+
+def _split_by_enumeration(q: Fraction, b: int, m: int) -> tuple[Fraction, Fraction, Fraction]:
+    """(π, γ̄, p) by summing over K ~ Bin(m − 1, q) exactly (rationals)."""
+    w = [comb(m - 1, k) * q**k * (1 - q) ** (m - 1 - k) for k in range(m)]
+    pi = sum(w[b:], Fraction(0))
+    inc_trunc = sum((w[k] * q * Fraction(b, k + 1) for k in range(b, m)), Fraction(0))
+    gamma = inc_trunc / pi if pi else Fraction(0)
+    return pi, gamma, q * (1 - pi) + inc_trunc
+
+
+@pytest.mark.parametrize(("q", "b", "m"), [(Fraction(1, 2), 2, 5), (Fraction(1, 10), 3, 40), (Fraction(3, 10), 7, 30),
+                                     (Fraction(1, 2), 9, 10), (Fraction(1, 2), 10, 10), (Fraction(1), 4, 9)])
+def test_split_matches_exact_enumeration(q, b, m):
+    # Source: exact rational sums over K ~ Bin(m−1, q); float rounding only (rel. 1e-14), and the
+    # rounding directions: γ̄ up, p down.
+    s = acc.TruncatedPoisson(float(q), b, m)
+    pi, gamma = truncation_split(s, m)
+    epi, egamma, ep = _split_by_enumeration(q, b, m)
+    assert pi == pytest.approx(float(epi), rel=1e-14, abs=1e-300)
+    assert gamma >= float(egamma) and gamma == pytest.approx(float(egamma), rel=1e-14, abs=1e-300)
+    p = inclusion_probability(s, m)
+    assert p <= float(ep) and p == pytest.approx(float(ep), rel=1e-14)
+
+
+# ----------------------------------------------------------------------------------- the bracket
+
+
+CONFIGS = [(0, 0, 0, 0), (-1, -1, -1, -1), (-1, -1, 0, 0), (1, 1, 1, 1), (-0.5, -0.5, -0.5, -0.5), (-1, 1, -1, 1)]
+
+
+@pytest.mark.parametrize("eps", [0.0, 0.5, 1.0])
+def test_one_step_bracket_contains_exact_profiles(eps):
+    """n = 5, B = 2, q = 1/2, σ = 1 (truncation in 11/16 of the steps): for 1-D datasets (the record's
+    gradient +C, the others' as listed), removal from 5 records and addition to 4 records, both orders:
+    exact δ ≤ the labelled pair's exact δ ≤ PLD upper; the largest exact δ ≥ PLD lower."""
+    n, b, q = 5, 2, 0.5
+    spec = acc.DPSGD(1.0, acc.TruncatedPoisson(q, b, n), 1)
+    br = pld_delta_bracket(spec, eps, eps_error=1e-4)
+    worst = 0.0
+    for m, others_all in ((n, CONFIGS), (n + 1, [(*c, c[0]) for c in CONFIGS[:3]])):
+        pi, gamma = truncation_split(spec.sampling, m)
+        pair = {d: _pair_delta(pi, gamma, q, eps, d) for d in ("remove", "add")}
+        assert max(pair.values()) <= br.upper + 1e-12
+        for others in others_all:
+            big, small = _batch_means(others, 1, q, b), _batch_means(others, None, q, b)
+            for d, (p_, q_) in (("remove", (big, small)), ("add", (small, big))):
+                exact = _hockey(p_, q_, eps)
+                assert exact <= pair[d] + 1e-12, (m, others, d)
+                worst = max(worst, exact)
+    assert br.lower <= worst <= br.upper
+    assert br.upper - max(_pair_delta(*truncation_split(spec.sampling, m), q, eps, d)
+                          for m in (n, n + 1) for d in ("remove", "add")) < 2e-3   # discretisation only
+
+
+def test_replace_one_bracket_contains_exact_profiles():
+    """Replace-one, n = 5, B = 2, q = 1/2: x = +C against x' = −C with four others (1-D), exact δ at ε = 0.5."""
+    spec = acc.DPSGD(1.0, acc.TruncatedPoisson(0.5, 2, 5), 1, neighbouring="replace-one")
+    br = pld_delta_bracket(spec, 0.5, eps_error=1e-4)
+    worst = 0.0
+    for others in CONFIGS[:4]:
+        worst = max(worst, _hockey(_batch_means(others, 1, 0.5, 2), _batch_means(others, -1, 0.5, 2), 0.5))
+    assert br.lower <= worst <= br.upper
+
+
+# ----------------------------------------------------------------------------------- limits, monotonicity
+
+
+def test_no_truncation_is_poisson():
+    """B ≥ n: no batch is ever cut, so the pair is the Poisson pair and the bound is Poisson's."""
+    tp = pld_epsilon_bracket(acc.DPSGD(1.0, acc.TruncatedPoisson(0.01, 10_001, 10_000), 1000), 1e-5)
+    po = pld_epsilon_bracket(acc.DPSGD(1.0, acc.Poisson(0.01), 1000), 1e-5)
+    assert tp.upper == po.upper
+    assert tp.lower == pytest.approx(po.lower, abs=1e-9)
+
+
+def test_upper_bound_decreases_with_max_batch_size():
+    """Observed on this grid (not a theorem: π falls and γ̄ moves with B): a larger B never raised ε."""
+    ups = [pld_epsilon_bracket(acc.DPSGD(1.0, acc.TruncatedPoisson(0.05, b, 1000), 200), 1e-5).upper
+           for b in (40, 50, 60, 80)]
+    assert all(a >= c - 1e-9 for a, c in itertools.pairwise(ups))
+    assert ups[0] > ups[-1] + 0.1
+
+
+def test_pinned_against_dp_accounting():
+    """dp_accounting 0.6.0 (pip), PLDAccountant(ADD_OR_REMOVE_ONE, value_discretization_interval=1e-3),
+    SelfComposedDpEvent(TruncatedSubsampledGaussianDpEvent(dataset_size=10000, sampling_probability=0.01,
+    truncated_batch_size=B, noise_multiplier=1), 1000).get_epsilon(1e-5): 5.297398671874311 (B = 120),
+    10.773192056794018 (B = 100). Its second label uses the replace-one ±2C pair, which dominates the
+    add/remove shift-2C pair dpaudit proves, so dpaudit's upper end is below it (plus its 1e-3 grid)."""
+    for b, peer in ((120, 5.297398671874311), (100, 10.773192056794018)):
+        br = pld_epsilon_bracket(acc.DPSGD(1.0, acc.TruncatedPoisson(0.01, b, 10_000), 1000), 1e-5)
+        assert br.lower <= peer
+        assert 0.9 * peer <= br.upper <= peer + 0.01, (b, br)
+
+
+# ----------------------------------------------------------------------------------- API, describe, CLI
+
+
+def test_rdp_raises_and_pld_answers():
+    spec = acc.DPSGD(1.0, acc.TruncatedPoisson(0.01, 120, 10_000), 100)
+    with pytest.raises(acc.UnsupportedError, match="truncated-poisson"):
+        acc.epsilon(spec, 1e-5, method="rdp")
+    b = acc.epsilon(spec, 1e-5, method="pld")
+    assert 0 < b.lower <= b.value and "realised pair" in b.theorem
+    with pytest.raises(acc.UnsupportedError, match="group_size"):
+        acc.epsilon(acc.DPSGD(1.0, acc.TruncatedPoisson(0.01, 120, 10_000), 100, group_size=2), 1e-5, method="pld")
+
+
+def test_calibrate_reaches_the_target():
+    spec = acc.DPSGD(1.0, acc.TruncatedPoisson(0.01, 120, 10_000), 100)
+    sigma = acc.calibrate(spec, target_epsilon=2.0, delta=1e-5, method="pld")
+    assert acc.epsilon(spec.with_noise(sigma), 1e-5, method="pld").value <= 2.0 + 1e-9
+
+
+@pytest.mark.parametrize(("bad", "name"), [(dict(rate=0.0), "rate"), (dict(max_batch_size=0), "max_batch_size"),
+                                       (dict(dataset_size=0), "dataset_size")])
+def test_validation_names_the_parameter(bad, name):
+    kw = dict(rate=0.01, max_batch_size=120, dataset_size=10_000) | bad
+    with pytest.raises(ValueError, match=name):
+        acc.TruncatedPoisson(**kw)
+
+
+def test_describe_round_trip():
+    spec = acc.DPSGD(1.0, acc.TruncatedPoisson(0.01, 120, 10_000), 1000)
+    d = json.loads(json.dumps(spec.to_dict()))
+    assert d["sampling"] == {"kind": "truncated_poisson", "rate": 0.01, "max_batch_size": 120, "dataset_size": 10_000}
+    assert acc.DPSGD.from_dict(d) == spec
+    from accountants import describe
+    text = ("dpsgd:noise_multiplier=1,steps=1000,sampling=truncated,sample_rate=0.01,max_batch_size=120,"
+            "dataset_size=10000")
+    assert describe.parse_mechanism(text) == spec
+    assert "at most 120" in describe.describe(spec)
+
+
+def _cli(*args):
+    return subprocess.run([sys.executable, "-m", "audit", "account", *args], capture_output=True, text=True)
+
+
+def test_cli():
+    base = ["--noise-multiplier", "1", "--steps", "1000", "--delta", "1e-5", "--dataset-size", "10000",
+            "--max-batch-size", "120"]
+    r = _cli(*base, "--sampling", "Truncated-Poisson", "--batch-size", "100", "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["method"] == "pld" and out["spec"]["sampling"]["kind"] == "truncated_poisson"
+    assert out["lower"] <= out["epsilon"] <= 5.2974
+    r = _cli(*base[:-2], "--sampling", "truncated", "--sample-rate", "0.01")
+    assert r.returncode == 2 and "--max-batch-size" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    r = _cli(*base[:6], "--max-batch-size", "120", "--sampling", "poisson", "--sample-rate", "0.01")
+    assert r.returncode == 2 and "--max-batch-size applies" in r.stderr
+    assert math.isfinite(out["epsilon"])
+
+
+def test_tradeoff_curve_is_below_poissons():
+    """The truncated run's sound trade-off lower curve lies below Poisson's (its pair dominates Poisson's:
+    the cut label only adds a shift-2C part), and it is a real curve (β < 1 − α somewhere)."""
+    import torch
+
+    alpha = torch.tensor([0.001, 0.01, 0.1, 0.5])
+    t = acc.tradeoff_curve(acc.DPSGD(1.0, acc.TruncatedPoisson(0.01, 120, 10_000), 100), method="pld")(alpha)
+    p = acc.tradeoff_curve(acc.DPSGD(1.0, acc.Poisson(0.01), 100), method="pld")(alpha)
+    assert bool((t <= p + 1e-12).all()) and bool((t < 1 - alpha).any())
