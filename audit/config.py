@@ -159,7 +159,7 @@ def recommended_design(trainer: str, base_dir: str | Path | None = None) -> dict
 
 
 # The sampling kinds an audit trains (accountants.describe spells them; its aliases are accepted).
-TRAINED_SAMPLING = ("fixed_wor", "poisson", "shuffle")
+TRAINED_SAMPLING = ("fixed_wor", "poisson", "shuffle", "truncated_poisson")
 
 
 def canonical(value: str) -> str:
@@ -197,6 +197,8 @@ SCHEMA: dict[str, dict[str, tuple]] = {
         # ≥ 1e-9: the trainer divides by the expected batch size q·N, which underflows for subnormal q
         "sample_rate": ("float", (1e-9, 1.0, "both"), 0.5),
         "batch_size": ("int", 1, 50),
+        # truncated Poisson's largest batch; 0: unset (the other kinds), ≥ 1 needed by truncated_poisson
+        "max_batch_size": ("int", 0, 0),
         "steps": ("int", 1, 10),
         "clip_norm": ("float", (0.0, None, "open"), 1.0),
         "learning_rate": ("float", (0.0, None, "open"), 0.5),
@@ -344,6 +346,13 @@ def _gradient_canaries() -> set[str]:
 
 def _consistent(c: dict[str, dict[str, Any]], where: str) -> None:
     t, can, att, aud = c["training"], c["canary"], c["attack"], c["audit"]
+    truncated = t["sampling"] == "truncated_poisson"
+    if truncated and t["max_batch_size"] < 1:
+        raise InputError(f"{where}training.max_batch_size must be an integer ≥ 1 with training.sampling "
+                         f"'truncated_poisson' (the largest batch kept); got {t['max_batch_size']}")
+    if not truncated and t["max_batch_size"] != 0:
+        raise InputError(f"{where}training.max_batch_size applies to training.sampling 'truncated_poisson' only; "
+                         f"got sampling {t['sampling']!r}")
     if aud["trial_timeout"] and not t["trainer"]:
         raise InputError(f"{where}audit.trial_timeout applies to a user trainer ([training] trainer) only")
     if t["trainer"]:  # a user trainer (attacks/plugin.py, docs/own-training.md)

@@ -116,6 +116,7 @@ class TrainingConfig:
     fault_factor: float
     trainer: str = ""  # a user trainer "module:function" (docs/own-training.md)
     trainer_dir: str = ""  # where its module is looked up first
+    max_batch_size: int = 0  # truncated Poisson's largest batch (0: another sampling kind)
 
 
 @dataclass(frozen=True)
