@@ -12,7 +12,8 @@ likelihood-ratio score, and beside it:
 * ε_tight (PLD) and ε_rdp: the accountants' upper bounds;
 * ratio = ε_lower / ε_certifiable (goal ≥ 0.9 at 2,000 trials);
 * peer: dp_accounting 0.6's PLD ε for the same spec where it has an event for it (Poisson
-  add/remove, replace-one, and fixed-size add/remove as Poisson at σ/2), the same process.
+  add/remove, replace-one, fixed-size add/remove as Poisson at σ/2, and truncated Poisson's
+  TruncatedSubsampledGaussianDpEvent), the same process.
 
 Row ``truncated_poisson_add_remove``: TruncatedPoisson(q = 0.5, B = 60, N = 101); crafted dataset
 of attacks.worst_case (the canary and 100 records of gradient 0 that only take batch places): the
