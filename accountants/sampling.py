@@ -230,7 +230,7 @@ class TruncatedPoisson:
     records are drawn, a uniformly random B of them are kept (the truncated batch of dp_accounting's
     ``TruncatedSubsampledGaussianDpEvent``; Ganesh 2025, arXiv 2508.15089). Unlike Poisson sampling the
     privacy depends on the dataset size n: the chance that a record is cut depends on how many others are
-    drawn. Accounted in PLD only (docs/dominating-pairs.md §4c): the bound covers neighbouring datasets of
+    drawn. Accounted in PLD (and RDP, add/remove; docs/dominating-pairs.md §4c): the bound covers datasets of
     sizes (n, n − 1) and (n + 1, n), i.e. a record removed from or added to a dataset of n records.
 
     Attributes:

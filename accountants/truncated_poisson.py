@@ -27,10 +27,12 @@ from __future__ import annotations
 import math
 
 import mpmath
+import torch
+from torch import Tensor
 
 from .sampling import TruncatedPoisson
 
-__all__ = ["inclusion_probability", "truncation_split"]
+__all__ = ["inclusion_probability", "rdp_truncated_poisson_gaussian", "truncation_split"]
 
 _DPS = 40
 
@@ -82,3 +84,61 @@ def inclusion_probability(s: TruncatedPoisson, m: int) -> float:
         if mpmath.mpf(f) > p:
             f = math.nextafter(f, 0.0)
         return max(f, 0.0)
+
+
+def _up(x: mpmath.mpf) -> float:
+    f = float(x)
+    return math.nextafter(f, math.inf) if mpmath.mpf(f) < x else f
+
+
+def rdp_truncated_poisson_gaussian(alpha: Tensor, s: TruncatedPoisson, sigma: float) -> Tensor:
+    """One-step RDP ε(α) of the truncated-Poisson subsampled Gaussian, add/remove.  Bound: upper.
+
+    The labelled dominating pair of docs/dominating-pairs.md §4c bounds every Rényi divergence too
+    (its proof uses only joint convexity and post-processing, which hold for e^{(α−1)D_α}), and for
+    a label revealed with the same law on both sides e^{(α−1)D_α} is the mixture of the labels':
+
+        ε(α) = max_{m ∈ {n, n+1}} log((1 − π)e^{(α−1)R₁} + π e^{(α−1)R₂}) / (α − 1),
+
+    R₁ = the Poisson-subsampled Gaussian's RDP at (q, σ), R₂ at (γ̄, σ/2) (shift 2C), both
+    :func:`accountants.rdp.poisson.rdp_poisson_gaussian` (Mironov, Talwar, Zhang 2019; removal
+    dominates insertion, ibid. Thm 5, so each covers both directions). The weights 1 − π and π and
+    γ̄ are rounded up (ε(α) increases in each).
+
+    Args:
+        alpha: orders > 1, shape (..., A).
+        s: the sampling description.
+        sigma: noise multiplier > 0.
+    """
+    from .rdp.poisson import rdp_poisson_gaussian
+
+    q, b = float(s.rate), int(s.max_batch_size)
+    r1 = rdp_poisson_gaussian(alpha, q, sigma)
+    out = None
+    for m in (int(s.dataset_size), int(s.dataset_size) + 1):
+        with mpmath.workdps(_DPS):
+            pi = _binom_sf(b, m - 1, q)
+            if pi == 0:
+                val = r1
+            else:
+                gamma = min(mpmath.mpf(b) * _binom_sf(b + 1, m, q) / (mpmath.mpf(m) * pi), mpmath.mpf(q))
+                w1, w2, g = _up(1 - pi), _up(pi), min(_up(gamma), q)
+                r2 = rdp_poisson_gaussian(alpha, g, sigma / 2.0)
+                am1 = alpha - 1.0
+                parts = [am1 * r2 + math.log(w2)] + ([am1 * r1 + math.log(w1)] if w1 > 0 else [])
+                val = torch.logsumexp(torch.stack(parts), dim=0) / am1
+        out = val if out is None else torch.maximum(out, val)
+    return out
+
+
+def _rdp_handler(spec, orders: Tensor) -> tuple[Tensor, str]:
+    return (rdp_truncated_poisson_gaussian(orders, spec.sampling, spec.noise_multiplier),
+            "truncated Poisson: the labelled pair of docs/dominating-pairs.md §4c in Renyi divergence "
+            "(cut label revealed; Mironov-Talwar-Zhang 2019 per label)")
+
+
+def register_handlers(register) -> None:
+    """Register the truncated-Poisson RDP handler (add/remove) with the RDP dispatch table."""
+    from .sampling import Neighbouring
+
+    register(TruncatedPoisson, Neighbouring.ADD_REMOVE, _rdp_handler)

@@ -8,7 +8,7 @@ bound where dpaudit has one. Usage::
     PYTHONPATH=. python benchmarks/bench_sampling_table.py [--sigma 1] [--steps 1000] [--batch 100] [--n 10000]
         [--max-batch 120,100]
 
-Truncated Poisson rows (one per ``--max-batch`` B): q = b/n, cut at B; PLD only (no RDP theorem), its
+Truncated Poisson rows (one per ``--max-batch`` B): q = b/n, cut at B; RDP and PLD of one labelled pair, the
 certified lower end from the realised pair (docs/dominating-pairs.md §4c).
 
 Runtime: about 1–3 minutes on 2 shared cores (mostly the PLD rows and the two certified lower bounds).

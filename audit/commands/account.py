@@ -40,7 +40,7 @@ def add_parser(sub: Any) -> None:
                         "reshuffled every epoch, then iterated (lower and upper bounds; docs/shuffle.md); "
                         "random-allocation (alias balls-in-bins): each record in --k of every --steps-per-epoch steps "
                         "(docs/sampling.md); truncated-poisson (alias truncated): Poisson cut to at most "
-                        "--max-batch-size records, needs --dataset-size (PLD only; docs/sampling.md)")
+                        "--max-batch-size records, needs --dataset-size (docs/sampling.md)")
     p.add_argument("--sample-rate", type=float, metavar="Q", help="Poisson inclusion probability in (0, 1]")
     p.add_argument("--batch-size", type=int, metavar="B", help="fixed-size batch size")
     p.add_argument("--dataset-size", type=int, metavar="N", help="dataset size")
@@ -53,7 +53,7 @@ def add_parser(sub: Any) -> None:
                    default="add_remove")
     p.add_argument("--group-size", type=int, default=1, metavar="K", help="records protected together (>= 1)")
     p.add_argument("--method", choices=[*acc.methods(), "all"], default=None,
-                   help="default rdp (pld for truncated-poisson, which RDP does not cover)")
+                   help="default rdp (pld for truncated-poisson: RDP covers it loosely, add/remove only)")
     p.add_argument("--json", action="store_true", help="print one JSON object (format dpaudit.account/2)")
 
 
@@ -163,7 +163,7 @@ def _truncated_poisson(args: argparse.Namespace) -> acc.TruncatedPoisson:
 
 def run(args: argparse.Namespace) -> int:
     spec = spec_from_args(args)
-    if args.method is None:   # RDP covers every kind but truncated Poisson, which only PLD accounts
+    if args.method is None:   # truncated Poisson: RDP is loose there (add/remove only), PLD is the tight one
         truncated = isinstance(spec, acc.DPSGD) and isinstance(spec.sampling, acc.TruncatedPoisson)
         args.method = "pld" if truncated else "rdp"
     if not isinstance(spec, acc.DPSGD):

@@ -172,10 +172,11 @@ def test_pinned_against_dp_accounting():
 # ----------------------------------------------------------------------------------- API, describe, CLI
 
 
-def test_rdp_raises_and_pld_answers():
+def test_rdp_and_pld_answer():
     spec = acc.DPSGD(1.0, acc.TruncatedPoisson(0.01, 120, 10_000), 100)
     with pytest.raises(acc.UnsupportedError, match="truncated-poisson"):
-        acc.epsilon(spec, 1e-5, method="rdp")
+        acc.epsilon(acc.DPSGD(1.0, spec.sampling, 100, neighbouring="replace-one"), 1e-5, method="rdp")
+    assert acc.epsilon(spec, 1e-5, method="rdp").value >= acc.epsilon(spec, 1e-5, method="pld").value
     b = acc.epsilon(spec, 1e-5, method="pld")
     assert 0 < b.lower <= b.value and "realised pair" in b.theorem
     with pytest.raises(acc.UnsupportedError, match="group_size"):
@@ -236,3 +237,43 @@ def test_tradeoff_curve_is_below_poissons():
     t = acc.tradeoff_curve(acc.DPSGD(1.0, acc.TruncatedPoisson(0.01, 120, 10_000), 100), method="pld")(alpha)
     p = acc.tradeoff_curve(acc.DPSGD(1.0, acc.Poisson(0.01), 100), method="pld")(alpha)
     assert bool((t <= p + 1e-12).all()) and bool((t < 1 - alpha).any())
+
+
+def _renyi(p, q, alpha, sigma=1.0):
+    """D_α(P‖Q) of 1-D Gaussian mixtures {mean: weight} by mpmath quadrature (20 digits)."""
+    with mpmath.workdps(20):
+        s = mpmath.mpf(sigma)
+        dens = lambda mix, t: sum(w * mpmath.npdf(t, m, s) for m, w in mix.items())  # noqa: E731
+        f = lambda t: dens(p, t) ** alpha * dens(q, t) ** (1 - alpha)  # noqa: E731
+        means = [*p, *q]
+        pts = [-mpmath.inf, *sorted({float(m) for m in means}), mpmath.inf]
+        return float(mpmath.log(mpmath.quad(f, pts)) / (alpha - 1))
+
+
+@pytest.mark.parametrize("alpha", [2, 4])
+def test_rdp_bounds_exact_renyi(alpha):
+    """n = 5, B = 2, q = 1/2, σ = 1: the exact D_α of 1-D datasets (both orders, removal from 5 and addition
+    to 4 records) is below the one-step RDP bound, and B > n gives the Poisson RDP exactly."""
+    import torch
+
+    from accountants.rdp.poisson import rdp_poisson_gaussian
+    from accountants.truncated_poisson import rdp_truncated_poisson_gaussian
+
+    s = acc.TruncatedPoisson(0.5, 2, 5)
+    bound = float(rdp_truncated_poisson_gaussian(torch.tensor([float(alpha)], dtype=torch.float64), s, 1.0)[0])
+    worst = 0.0
+    for others in [(0, 0, 0, 0), (-1, -1, -1, -1), (-1, -1, 0, 0), (1, 1, 1, 1), (-1, -1, -1, -1, -1)]:
+        big, small = _batch_means(others, 1, 0.5, 2), _batch_means(others, None, 0.5, 2)
+        worst = max(worst, _renyi(big, small, alpha), _renyi(small, big, alpha))
+    assert worst <= bound
+    # the bound is the labelled pair's own Rényi divergence (removal direction, larger m), by quadrature
+    pair = []
+    for m in (5, 6):
+        pi, gamma = truncation_split(s, m)
+        e1 = math.exp((alpha - 1) * _renyi({0: 0.5, 1: 0.5}, {0: 1}, alpha))
+        e2 = math.exp((alpha - 1) * _renyi({0: 1 - gamma, 2: gamma}, {0: 1}, alpha))
+        pair.append(math.log((1 - pi) * e1 + pi * e2) / (alpha - 1))
+    assert bound == pytest.approx(max(pair), rel=1e-9)
+    a = torch.tensor([float(alpha)], dtype=torch.float64)
+    free = rdp_truncated_poisson_gaussian(a, acc.TruncatedPoisson(0.5, 7, 5), 1.0)
+    assert torch.equal(free, rdp_poisson_gaussian(a, 0.5, 1.0))
