@@ -277,3 +277,19 @@ def test_rdp_bounds_exact_renyi(alpha):
     a = torch.tensor([float(alpha)], dtype=torch.float64)
     free = rdp_truncated_poisson_gaussian(a, acc.TruncatedPoisson(0.5, 7, 5), 1.0)
     assert torch.equal(free, rdp_poisson_gaussian(a, 0.5, 1.0))
+
+
+def test_dp_accounting_event_round_trip():
+    """TruncatedSubsampledGaussianDpEvent ↔ DPSGD(σ, TruncatedPoisson(q, B, n), T), objects and JSON;
+    q = 0 or B = 0 is no release (as dp_accounting 0.6.0's accountant)."""
+    dpa = pytest.importorskip("dp_accounting")
+    from accountants.integrations import dp_accounting as dpi
+
+    spec = acc.DPSGD(1.0, acc.TruncatedPoisson(0.01, 120, 10_000), 1000)
+    event = dpi.to_dp_event(spec)
+    assert isinstance(event.event, dpa.dp_event.TruncatedSubsampledGaussianDpEvent)
+    assert dpi.from_dp_event(event) == spec
+    assert dpi.from_dp_event(json.loads(json.dumps(dpi.event_to_json(event)))) == spec
+    none = dpa.dp_event.TruncatedSubsampledGaussianDpEvent(dataset_size=10, sampling_probability=0.0,
+                                                           truncated_batch_size=3, noise_multiplier=1.0)
+    assert dpi.from_dp_event(none) == acc.Composed(())
