@@ -293,3 +293,16 @@ def test_dp_accounting_event_round_trip():
     none = dpa.dp_event.TruncatedSubsampledGaussianDpEvent(dataset_size=10, sampling_probability=0.0,
                                                            truncated_batch_size=3, noise_multiplier=1.0)
     assert dpi.from_dp_event(none) == acc.Composed(())
+
+
+def test_stateful_accountant_round_trip():
+    """The Opacus-like Accountant records truncated phases and its JSON state round-trips them."""
+    from accountants.accountant import Accountant
+
+    a = Accountant("add_remove", 1, "pld")
+    a.step(noise_multiplier=1.0, sampling=acc.TruncatedPoisson(0.01, 120, 10_000), steps=50)
+    a.step(noise_multiplier=1.0, sample_rate=0.01, steps=50)
+    state = json.loads(json.dumps(a.state_dict()))
+    b = Accountant.from_state_dict(state)
+    assert b.spec() == a.spec()
+    assert b.epsilon(1e-5).value == a.epsilon(1e-5).value
