@@ -113,19 +113,24 @@ class PLDProfile:
         directions: ``{"remove": ComposedPLD, "add": ComposedPLD}`` (one entry when symmetric).
         theorem: which dominating pairs were used.
         h: lattice spacing.
+        pair_realised: whether a dataset realises the dominating pairs composed here, so that the
+            lower ends bound the mechanism; False for truncated Poisson, whose lower ends bound only
+            the pair (:func:`pld_epsilon_bracket` and :func:`pld_delta_bracket` then take the lower
+            end from a realised run instead).
     """
 
     directions: dict[str, ComposedPLD]
     theorem: str
     h: float
     points: int = field(default=0)
+    pair_realised: bool = field(default=True)
 
     def delta_upper(self, eps: Tensor) -> Tensor:
         """Certified upper bound on δ(ε) (maximum over directions).  Bound: upper."""
         return torch.stack([d.delta_upper(eps) for d in self.directions.values()]).amax(0)
 
     def delta_lower(self, eps: Tensor) -> Tensor:
-        """Certified lower bound on δ(ε): the true δ is the maximum over directions.  Bound: lower."""
+        """Certified lower bound on the pairs' δ(ε) (the mechanism's where ``pair_realised``).  Bound: lower."""
         return torch.stack([d.delta_lower(eps) for d in self.directions.values()]).amax(0)
 
     def epsilon_upper(self, delta: float) -> float:
@@ -133,7 +138,7 @@ class PLDProfile:
         return max(d.epsilon_upper(delta) for d in self.directions.values())
 
     def epsilon_lower(self, delta: float) -> float:
-        """Certified lower bound on ε(δ).  Bound: lower."""
+        """Certified lower bound on the pairs' ε(δ) (the mechanism's where ``pair_realised``).  Bound: lower."""
         return max(d.epsilon_lower(delta) for d in self.directions.values())
 
 
@@ -302,7 +307,8 @@ def pld_profile(
             f"even at lattice spacing h={h:.3g}; use method='rdp'"
         )
     composed = {name: compose(d, gamma, windows[name]) for name, d in disc.items()}
-    return PLDProfile(composed, theorem, h, points=max(c.points for c in composed.values()))
+    return PLDProfile(composed, theorem, h, points=max(c.points for c in composed.values()),
+                      pair_realised=_realised(spec) is None)
 
 
 def pld_epsilon_bracket(

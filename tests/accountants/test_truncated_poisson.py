@@ -141,6 +141,14 @@ def test_replace_one_bracket_contains_exact_profiles():
 # ----------------------------------------------------------------------------------- limits, monotonicity
 
 
+def test_profile_says_its_lower_end_is_the_pairs():
+    """pld_profile's lower ends bound the composed pairs; for truncated Poisson no dataset realises them."""
+    from accountants.pld import pld_profile
+
+    assert not pld_profile(acc.DPSGD(1.0, acc.TruncatedPoisson(0.01, 120, 10_000), 10), h=0.01).pair_realised
+    assert pld_profile(acc.DPSGD(1.0, acc.Poisson(0.01), 10), h=0.01).pair_realised
+
+
 def test_no_truncation_is_poisson():
     """B ≥ n: no batch is ever cut, so the pair is the Poisson pair and the bound is Poisson's."""
     tp = pld_epsilon_bracket(acc.DPSGD(1.0, acc.TruncatedPoisson(0.01, 10_001, 10_000), 1000), 1e-5)
