@@ -217,23 +217,35 @@ def test_describe_round_trip():
     assert "at most 120" in describe.describe(spec)
 
 
-def _cli(*args):
-    return subprocess.run([sys.executable, "-m", "audit", "account", *args], capture_output=True, text=True)
+def test_cli(capsys):
+    """In process (audit.cli.main), as the subprocess would run it: exit 0 with JSON, exit 2 with one line."""
+    from audit.cli import main as cli_main
 
+    def main(argv):
+        try:
+            return cli_main(argv)
+        except SystemExit as e:     # errors leave through sys.exit, as from the shell
+            return e.code
 
-def test_cli():
-    base = ["--noise-multiplier", "1", "--steps", "1000", "--delta", "1e-5", "--dataset-size", "10000",
+    base = ["account", "--noise-multiplier", "1", "--steps", "1000", "--delta", "1e-5", "--dataset-size", "10000",
             "--max-batch-size", "120"]
-    r = _cli(*base, "--sampling", "Truncated-Poisson", "--batch-size", "100", "--json")
-    assert r.returncode == 0, r.stderr
-    out = json.loads(r.stdout)
+    assert main([*base, "--sampling", "Truncated-Poisson", "--batch-size", "100", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
     assert out["method"] == "pld" and out["spec"]["sampling"]["kind"] == "truncated_poisson"
-    assert out["lower"] <= out["epsilon"] <= 5.2974
-    r = _cli(*base[:-2], "--sampling", "truncated", "--sample-rate", "0.01")
-    assert r.returncode == 2 and "--max-batch-size" in r.stderr and len(r.stderr.strip().splitlines()) == 1
-    r = _cli(*base[:6], "--max-batch-size", "120", "--sampling", "poisson", "--sample-rate", "0.01")
-    assert r.returncode == 2 and "--max-batch-size applies" in r.stderr
-    assert math.isfinite(out["epsilon"])
+    assert out["lower"] <= out["epsilon"] <= 5.2974 and math.isfinite(out["epsilon"])
+    assert main([*base[:-2], "--sampling", "truncated", "--sample-rate", "0.01"]) == 2
+    err = capsys.readouterr().err
+    assert "--max-batch-size" in err and len(err.strip().splitlines()) == 1
+    assert main([*base[:7], "--max-batch-size", "120", "--sampling", "poisson", "--sample-rate", "0.01"]) == 2
+    assert "--max-batch-size applies" in capsys.readouterr().err
+
+
+def test_cli_subprocess():
+    """The module entry point itself (one run)."""
+    r = subprocess.run([sys.executable, "-m", "audit", "account", "--noise-multiplier", "1", "--steps", "10",
+                        "--delta", "1e-5", "--sampling", "truncated-poisson", "--sample-rate", "0.01",
+                        "--dataset-size", "1000", "--max-batch-size", "20"], capture_output=True, text=True)
+    assert r.returncode == 0 and "truncated Poisson" in r.stdout, r.stderr
 
 
 def test_tradeoff_curve_is_below_poissons():
