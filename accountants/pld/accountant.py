@@ -172,7 +172,8 @@ def _gaussian_mu(spec: Spec) -> tuple[float, str] | None:
     if _unsupported(spec) is not None:
         return None
     parts = [(step_pairs(p), p.steps) for p in _parts(spec)]
-    if not parts or not all(isinstance(sp.remove, GaussianShift) for sp, _ in parts):
+    # every direction must be a Gaussian: truncated Poisson's further directions (`more`) may not be
+    if not parts or not all(isinstance(sp.remove, GaussianShift) and not sp.more for sp, _ in parts):
         return None
     # μ = √(Σ T_i (s_i/σ_i)²) in 30-digit mpmath (no over- or underflow at σ near 1e±300), then
     # rounded to float64: within one unit in the last place, far inside _MU_REL.

@@ -326,3 +326,14 @@ def test_stateful_accountant_round_trip():
     b = Accountant.from_state_dict(state)
     assert b.spec() == a.spec()
     assert b.epsilon(1e-5).value == a.epsilon(1e-5).value
+
+
+def test_full_rate_addition_is_a_replacement():
+    """q = 1, B = n = 100: adding a record to 100 of gradient −C·e cuts the batch to 100, so the record
+    replaces one with probability 100/101: exactly Poisson(100/101) at σ/2 (both orders). The upper end
+    must cover it. Regression: the unsubsampled-Gaussian shortcut used to read only the m = n direction
+    (a Gaussian of shift C) and returned 28.37."""
+    spec = acc.DPSGD(1.0, acc.TruncatedPoisson(1.0, 100, 100), 20)
+    realised = pld_epsilon_bracket(acc.DPSGD(0.5, acc.Poisson(100 / 101), 20), 1e-5)
+    assert pld_epsilon_bracket(spec, 1e-5).upper >= realised.lower > 70
+    assert acc.epsilon(spec, 1e-5, method="pld").value >= realised.lower
