@@ -23,7 +23,7 @@ from .rdp.fixed_size import fixed_size_step_rdp, rdp_fswr_add_remove_lower
 from .rdp.group import compare_group_bounds, rdp_poisson_gaussian_group, rdp_poisson_gaussian_group_baseline
 from .reconstruction import rero_bound
 from .results import DeltaBound, EpsilonBound
-from .sampling import FixedSize, Neighbouring, Poisson, RandomAllocation, Shuffle
+from .sampling import FixedSize, Neighbouring, Poisson, RandomAllocation, Shuffle, TruncatedPoisson
 from .shuffle import ShuffleBounds, shuffle_bounds, shuffle_lower_epsilon
 from .tradeoff import TradeOff, tradeoff_curve
 
@@ -48,6 +48,7 @@ __all__ = [
     "Shuffle",
     "ShuffleBounds",
     "TradeOff",
+    "TruncatedPoisson",
     "UnsupportedError",
     "calibrate",
     "capacity_divergences",

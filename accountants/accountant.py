@@ -18,7 +18,7 @@ from . import api
 from ._validate import InputError
 from .events import DPSGD, Composed
 from .results import DeltaBound, EpsilonBound
-from .sampling import FixedSize, Neighbouring, Poisson, Shuffle
+from .sampling import FixedSize, Neighbouring, Poisson, Shuffle, TruncatedPoisson
 
 __all__ = ["Accountant", "RDPAccountant"]
 
@@ -45,7 +45,7 @@ class Accountant:
         self,
         *,
         noise_multiplier: float,
-        sampling: Poisson | FixedSize | None = None,
+        sampling: Poisson | FixedSize | Shuffle | TruncatedPoisson | None = None,
         sample_rate: float | None = None,
         steps: int = 1,
     ) -> Accountant:
@@ -101,8 +101,11 @@ class Accountant:
 
         def enc(p: DPSGD) -> dict[str, Any]:
             s = p.sampling
-            if isinstance(s, Poisson):
-                sd: dict[str, Any] = {"kind": "poisson", "rate": s.rate}
+            if isinstance(s, TruncatedPoisson):
+                sd: dict[str, Any] = {"kind": "truncated_poisson", "rate": s.rate, "max_batch_size": s.max_batch_size,
+                                      "dataset_size": s.dataset_size}
+            elif isinstance(s, Poisson):
+                sd = {"kind": "poisson", "rate": s.rate}
             elif isinstance(s, Shuffle):
                 sd = {"kind": "shuffle", "batch_size": s.batch_size, "dataset_size": s.dataset_size}
             else:
@@ -126,13 +129,16 @@ class Accountant:
         for h in state["history"]:
             sd = h["sampling"]
             if sd["kind"] == "poisson":
-                sampling: Poisson | FixedSize | Shuffle = Poisson(sd["rate"])
+                sampling: Poisson | FixedSize | Shuffle | TruncatedPoisson = Poisson(sd["rate"])
             elif sd["kind"] == "fixed":
                 sampling = FixedSize(sd["batch_size"], sd["dataset_size"], sd["replace"])
             elif sd["kind"] == "shuffle":
                 sampling = Shuffle(sd["batch_size"], sd["dataset_size"])
+            elif sd["kind"] == "truncated_poisson":
+                sampling = TruncatedPoisson(sd["rate"], sd["max_batch_size"], sd["dataset_size"])
             else:
-                raise InputError(f"sampling kind must be 'poisson', 'fixed' or 'shuffle'; got {sd['kind']!r}")
+                raise InputError(f"sampling kind must be 'poisson', 'fixed', 'shuffle' or 'truncated_poisson'; got "
+                                 f"{sd['kind']!r}")
             acct.step(noise_multiplier=h["noise_multiplier"], sampling=sampling, steps=h["steps"])
         return acct
 

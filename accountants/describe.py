@@ -9,7 +9,9 @@ Canonical spellings (older ones are accepted as aliases, case-insensitive, ``-``
 ================  ==========================================================================
 sampling kind     ``poisson`` (``sample_rate``); ``fixed_wor`` (alias ``fixed_size``),
                   ``fixed_wr`` and ``shuffle`` (``batch_size``, ``dataset_size``);
-                  ``random_allocation`` (``k``, ``steps_per_epoch``; alias ``balls_in_bins``)
+                  ``random_allocation`` (``k``, ``steps_per_epoch``; alias ``balls_in_bins``);
+                  ``truncated_poisson`` (``sample_rate``, ``max_batch_size``, ``dataset_size``;
+                  alias ``truncated``)
 neighbouring      ``add_remove``; ``replace_one``
 mechanism         ``gaussian:sigma=S``; ``laplace:b=B``; ``randomized_response:p=P``;
                   ``dpsgd:noise_multiplier=S,sample_rate=Q,steps=T[,neighbouring=..][,group_size=K]``
@@ -37,7 +39,7 @@ from typing import Any
 from ._validate import InputError, InputTypeError
 from .events import DPSGD, Composed
 from .mechanisms import Gaussian, Laplace, RandomizedResponse
-from .sampling import FixedSize, Neighbouring, Poisson, RandomAllocation, Shuffle
+from .sampling import FixedSize, Neighbouring, Poisson, RandomAllocation, Shuffle, TruncatedPoisson
 
 __all__ = [
     "MECHANISM_KINDS",
@@ -63,6 +65,7 @@ SAMPLING_KINDS: dict[str, tuple[str, ...]] = {
     "fixed_wr": ("batch_size", "dataset_size"),
     "shuffle": ("batch_size", "dataset_size"),
     "random_allocation": ("k", "steps_per_epoch"),
+    "truncated_poisson": ("sample_rate", "max_batch_size", "dataset_size"),
 }
 _SAMPLING_ALIASES = {
     "fixed_size": "fixed_wor",
@@ -72,6 +75,8 @@ _SAMPLING_ALIASES = {
     "with_replacement": "fixed_wr",
     "shuffled": "shuffle",
     "balls_in_bins": "random_allocation",
+    "truncated": "truncated_poisson",
+    "truncated_poisson_sampling": "truncated_poisson",
 }
 NEIGHBOURING_NAMES = tuple(m.value for m in Neighbouring)
 
@@ -82,9 +87,9 @@ MECHANISM_KINDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "randomized_response": (("p",), ()),
     "dpsgd": (("noise_multiplier", "steps"),
               ("sampling", "sample_rate", "batch_size", "dataset_size", "neighbouring", "group_size", "k",
-               "steps_per_epoch")),
+               "steps_per_epoch", "max_batch_size")),
 }
-_INTEGER_KEYS = {"steps", "batch_size", "dataset_size", "group_size", "k", "steps_per_epoch"}
+_INTEGER_KEYS = {"steps", "batch_size", "dataset_size", "group_size", "k", "steps_per_epoch", "max_batch_size"}
 _STRING_KEYS = {"sampling", "neighbouring"}
 
 
@@ -115,8 +120,10 @@ def parse_neighbouring(name: str | Neighbouring, *, key: str = "neighbouring") -
     raise InputError(f"{key} must be one of {list(NEIGHBOURING_NAMES)}; got {name!r}")
 
 
-def sampling_kind(sampling: Poisson | FixedSize | Shuffle | RandomAllocation) -> str:
+def sampling_kind(sampling: Poisson | FixedSize | Shuffle | RandomAllocation | TruncatedPoisson) -> str:
     """The canonical kind of a sampling description."""
+    if isinstance(sampling, TruncatedPoisson):
+        return "truncated_poisson"
     if isinstance(sampling, Poisson):
         return "poisson"
     if isinstance(sampling, RandomAllocation):
@@ -126,20 +133,22 @@ def sampling_kind(sampling: Poisson | FixedSize | Shuffle | RandomAllocation) ->
     if isinstance(sampling, FixedSize):
         return "fixed_wr" if sampling.replace else "fixed_wor"
     raise InputTypeError(
-        f"sampling must be Poisson, FixedSize, Shuffle or RandomAllocation; got {type(sampling).__name__}"
+        "sampling must be Poisson, FixedSize, Shuffle, RandomAllocation or TruncatedPoisson; "
+        f"got {type(sampling).__name__}"
     )
 
 
 def make_sampling(kind: str, *, sample_rate: float | None = None, batch_size: int | None = None,
                   dataset_size: int | None = None, key: str = "sampling", k: int | None = None,
-                  steps_per_epoch: int | None = None) -> Poisson | FixedSize | Shuffle | RandomAllocation:
+                  steps_per_epoch: int | None = None, max_batch_size: int | None = None,
+                  ) -> Poisson | FixedSize | Shuffle | RandomAllocation | TruncatedPoisson:
     """Build a sampling description from its kind and parameters (extra or missing ones are errors).
 
     ``key`` is the name the caller's user knows the parameters by (a TOML section, ``--`` flags).
     """
     kind = parse_sampling_kind(kind, key=key)
     given = {"sample_rate": sample_rate, "batch_size": batch_size, "dataset_size": dataset_size, "k": k,
-             "steps_per_epoch": steps_per_epoch}
+             "steps_per_epoch": steps_per_epoch, "max_batch_size": max_batch_size}
     needed = SAMPLING_KINDS[kind]
     missing = [k for k in needed if given[k] is None]
     extra = [k for k, v in given.items() if v is not None and k not in needed]
@@ -154,14 +163,19 @@ def make_sampling(kind: str, *, sample_rate: float | None = None, batch_size: in
         return Shuffle(batch_size, dataset_size)  # type: ignore[arg-type]
     if kind == "random_allocation":
         return RandomAllocation(k, steps_per_epoch)  # type: ignore[arg-type]
+    if kind == "truncated_poisson":
+        return TruncatedPoisson(sample_rate, max_batch_size, dataset_size)  # type: ignore[arg-type]
     return FixedSize(batch_size, dataset_size, replace=kind == "fixed_wr")  # type: ignore[arg-type]
 
 
 # ----------------------------------------------------------------------------------- dict round trip
 
 
-def _sampling_to_dict(s: Poisson | FixedSize | Shuffle | RandomAllocation) -> dict[str, Any]:
+def _sampling_to_dict(s: Poisson | FixedSize | Shuffle | RandomAllocation | TruncatedPoisson) -> dict[str, Any]:
     kind = sampling_kind(s)
+    if isinstance(s, TruncatedPoisson):
+        return {"kind": kind, "rate": float(s.rate), "max_batch_size": int(s.max_batch_size),
+                "dataset_size": int(s.dataset_size)}
     if kind == "poisson":
         return {"kind": kind, "rate": float(s.rate)}
     if isinstance(s, RandomAllocation):
@@ -169,10 +183,11 @@ def _sampling_to_dict(s: Poisson | FixedSize | Shuffle | RandomAllocation) -> di
     return {"kind": kind, "batch_size": int(s.batch_size), "dataset_size": int(s.dataset_size)}  # type: ignore[union-attr]
 
 
-def _sampling_from_dict(d: Any, where: str) -> Poisson | FixedSize | Shuffle | RandomAllocation:
+def _sampling_from_dict(d: Any, where: str) -> Poisson | FixedSize | Shuffle | RandomAllocation | TruncatedPoisson:
     if not isinstance(d, dict):
         raise InputTypeError(f"{where} must be a table/object; got {type(d).__name__}")
-    _keys(d, where, required=("kind",), optional=("rate", "batch_size", "dataset_size", "k", "steps_per_epoch"))
+    _keys(d, where, required=("kind",), optional=("rate", "batch_size", "dataset_size", "k", "steps_per_epoch",
+                                                         "max_batch_size"))
     kind = parse_sampling_kind(d["kind"], key=f"{where}.kind")
     if kind == "poisson":
         _keys(d, where, required=("kind", "rate"), optional=())
@@ -180,6 +195,9 @@ def _sampling_from_dict(d: Any, where: str) -> Poisson | FixedSize | Shuffle | R
     if kind == "random_allocation":
         _keys(d, where, required=("kind", "k", "steps_per_epoch"), optional=())
         return RandomAllocation(d["k"], d["steps_per_epoch"])
+    if kind == "truncated_poisson":
+        _keys(d, where, required=("kind", "rate", "max_batch_size", "dataset_size"), optional=())
+        return TruncatedPoisson(d["rate"], d["max_batch_size"], d["dataset_size"])
     _keys(d, where, required=("kind", "batch_size", "dataset_size"), optional=())
     if kind == "shuffle":
         return Shuffle(d["batch_size"], d["dataset_size"])
@@ -205,7 +223,7 @@ def to_dict(obj: DPSGD | Composed | Poisson | FixedSize | Gaussian | Laplace | R
         return {"format": SPEC_FORMAT, **_dpsgd_body(obj)}
     if isinstance(obj, Composed):
         return {"format": SPEC_FORMAT, "kind": "composed", "parts": [_dpsgd_body(p) for p in obj.parts]}
-    if isinstance(obj, (Poisson, FixedSize, Shuffle, RandomAllocation)):
+    if isinstance(obj, (Poisson, FixedSize, Shuffle, RandomAllocation, TruncatedPoisson)):
         return _sampling_to_dict(obj)
     if isinstance(obj, Gaussian):
         return {"kind": "gaussian", "sigma": float(obj.sigma)}
@@ -241,7 +259,8 @@ def from_dict(d: Any, *, where: str = "spec") -> Any:
             if not isinstance(d["parts"], list):
                 raise InputTypeError(f"{where}.parts must be a list")
             return Composed(tuple(from_dict(p, where=f"{where}.parts[{i}]") for i, p in enumerate(d["parts"])))
-        case "poisson" | "fixed_wor" | "fixed_wr" | "fixed_size" | "shuffle" | "random_allocation":
+        case ("poisson" | "fixed_wor" | "fixed_wr" | "fixed_size" | "shuffle" | "random_allocation"
+              | "truncated_poisson"):
             return _sampling_from_dict(d, where)
         case "gaussian":
             _keys(d, where, required=("kind", "sigma"), optional=())
@@ -253,7 +272,7 @@ def from_dict(d: Any, *, where: str = "spec") -> Any:
             _keys(d, where, required=("kind", "p"), optional=())
             return RandomizedResponse(d["p"])
     allowed = ["composed", "dpsgd", "fixed_wor", "fixed_wr", "gaussian", "laplace", "poisson", "random_allocation",
-               "randomized_response", "shuffle"]
+               "randomized_response", "shuffle", "truncated_poisson"]
     raise InputError(f"{where}.kind must be one of {allowed}; got {d.get('kind')!r}")
 
 
@@ -327,7 +346,8 @@ def parse_mechanism(text: str, *, defaults: dict[str, Any] | None = None,
     sampling = make_sampling(params.get("sampling", "poisson"), sample_rate=params.get("sample_rate"),
                              batch_size=params.get("batch_size"), dataset_size=params.get("dataset_size"),
                              key=f"mechanism {text!r}: sampling", k=params.get("k"),
-                             steps_per_epoch=params.get("steps_per_epoch"))
+                             steps_per_epoch=params.get("steps_per_epoch"),
+                             max_batch_size=params.get("max_batch_size"))
     return DPSGD(params["noise_multiplier"], sampling, params["steps"],
                  parse_neighbouring(params.get("neighbouring", "add_remove"), key=f"mechanism {text!r}: neighbouring"),
                  params.get("group_size", 1))
@@ -342,6 +362,9 @@ def _g(x: float) -> str:
 
 def describe(obj: DPSGD | Composed | Poisson | FixedSize | Gaussian | Laplace | RandomizedResponse) -> str:
     """The description in words, for reports and messages (never a Python repr)."""
+    if isinstance(obj, TruncatedPoisson):
+        return (f"truncated Poisson sampling q = {_g(obj.rate)}, at most {obj.max_batch_size} of "
+                f"{obj.dataset_size} records")
     if isinstance(obj, Poisson):
         return f"Poisson sampling q = {_g(obj.rate)}"
     if isinstance(obj, FixedSize):

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from . import _validate as check
 from ._validate import InputError, InputTypeError
-from .sampling import FixedSize, Neighbouring, Poisson, RandomAllocation, Shuffle
+from .sampling import FixedSize, Neighbouring, Poisson, RandomAllocation, Shuffle, TruncatedPoisson
 
 __all__ = ["DPSGD", "Composed"]
 
@@ -27,7 +27,7 @@ class DPSGD:
     """
 
     noise_multiplier: float
-    sampling: Poisson | FixedSize | Shuffle | RandomAllocation
+    sampling: Poisson | FixedSize | Shuffle | RandomAllocation | TruncatedPoisson
     steps: int
     neighbouring: Neighbouring = Neighbouring.ADD_REMOVE
     group_size: int = 1
@@ -36,10 +36,10 @@ class DPSGD:
         if isinstance(self.noise_multiplier, bool) or not isinstance(self.noise_multiplier, numbers.Real):
             raise InputTypeError(f"noise_multiplier must be a real number; got {type(self.noise_multiplier).__name__}")
         check.positive(noise_multiplier=self.noise_multiplier)
-        if not isinstance(self.sampling, (Poisson, FixedSize, Shuffle, RandomAllocation)):
+        if not isinstance(self.sampling, (Poisson, FixedSize, Shuffle, RandomAllocation, TruncatedPoisson)):
             raise InputTypeError(
-                "sampling must be accountants.Poisson, accountants.FixedSize, accountants.Shuffle or "
-                "accountants.RandomAllocation; "
+                "sampling must be accountants.Poisson, accountants.FixedSize, accountants.Shuffle, "
+                "accountants.RandomAllocation or accountants.TruncatedPoisson; "
                 f"got {type(self.sampling).__name__}"
             )
         check.integer(1, None, steps=self.steps, group_size=self.group_size)

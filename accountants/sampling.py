@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from . import _validate as check
 from ._validate import InputError, InputTypeError
 
-__all__ = ["FixedSize", "Neighbouring", "Poisson", "RandomAllocation", "Sampling", "Shuffle"]
+__all__ = ["FixedSize", "Neighbouring", "Poisson", "RandomAllocation", "Sampling", "Shuffle", "TruncatedPoisson"]
 
 
 class Neighbouring(enum.Enum):
@@ -222,4 +222,46 @@ class RandomAllocation:
         return obj
 
 
-Sampling = Poisson | FixedSize | Shuffle | RandomAllocation
+@dataclass(frozen=True, slots=True)
+class TruncatedPoisson:
+    """Truncated Poisson: a Poisson batch of rate q, cut to at most ``max_batch_size`` records.
+
+    Every record is included independently with probability ``rate``; when more than B = ``max_batch_size``
+    records are drawn, a uniformly random B of them are kept (the truncated batch of dp_accounting's
+    ``TruncatedSubsampledGaussianDpEvent``; Ganesh 2025, arXiv 2508.15089). Unlike Poisson sampling the
+    privacy depends on the dataset size n: the chance that a record is cut depends on how many others are
+    drawn. Accounted in PLD (and RDP, add/remove; docs/dominating-pairs.md §4c): the bound covers datasets of
+    sizes (n, n − 1) and (n + 1, n), i.e. a record removed from or added to a dataset of n records.
+
+    Attributes:
+        rate: inclusion probability q in (0, 1].
+        max_batch_size: B ≥ 1, the largest batch kept.
+        dataset_size: n ≥ 1, the training set's size.
+    """
+
+    rate: float
+    max_batch_size: int
+    dataset_size: int
+
+    def __post_init__(self) -> None:
+        check.in_range(0.0, 1.0, closed="right", rate=self.rate)
+        check.integer(1, None, max_batch_size=self.max_batch_size, dataset_size=self.dataset_size)
+
+    def to_dict(self) -> dict:
+        """Lossless dict form (:func:`accountants.describe.to_dict`)."""
+        from .describe import to_dict
+
+        return to_dict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> TruncatedPoisson:
+        """Inverse of :meth:`to_dict` (:func:`accountants.describe.from_dict`); checks the kind."""
+        from .describe import from_dict
+
+        obj = from_dict(d, where="sampling")
+        if not isinstance(obj, cls):
+            raise InputTypeError(f"sampling describes a {type(obj).__name__}, not a {cls.__name__}")
+        return obj
+
+
+Sampling = Poisson | FixedSize | Shuffle | RandomAllocation | TruncatedPoisson

@@ -111,7 +111,9 @@ class CraftedDataset(GradientCanaries):
 
     The records of the dataset, beside the natural ones of the setup, are gradient records:
 
-    - ``background`` records whose gradient is −g, present in both neighbouring datasets;
+    - ``background`` records whose gradient is −g (``background_gradient`` = −1, the default) or 0
+      (``background_gradient`` = 0: records that only take batch places, for truncated Poisson),
+      present in both neighbouring datasets;
     - the canary z (gradient g), ``copies`` times (a group of K records), present when "in";
     - with ``alternative``, a record z′ with gradient −g present when z is out (replace-one).
 
@@ -122,6 +124,7 @@ class CraftedDataset(GradientCanaries):
     background: int = 0
     copies: int = 1
     alternative: bool = False
+    background_gradient: int = -1
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -130,6 +133,9 @@ class CraftedDataset(GradientCanaries):
                              f"{tuple(self.vectors.shape)}")
         check.integer(0, None, background=self.background)
         check.integer(1, None, copies=self.copies)
+        if self.background_gradient not in (-1, 0) or isinstance(self.background_gradient, bool):
+            raise InputError(f"background_gradient must be -1 (records of gradient −g) or 0; got "
+                             f"{self.background_gradient!r}")
 
     @property
     def records(self) -> int:
@@ -139,7 +145,7 @@ class CraftedDataset(GradientCanaries):
     def gradient_records(self) -> Tensor:
         """(background + copies + alternative, D): the gradient of every crafted record, in slot order."""
         g = self.vectors[0]
-        rows = [(-g).expand(self.background, -1), g.expand(self.copies, -1)]
+        rows = [(self.background_gradient * g).expand(self.background, -1), g.expand(self.copies, -1)]
         if self.alternative:
             rows.append(-g[None])
         return torch.cat(rows)

@@ -59,7 +59,7 @@ from tqdm.auto import tqdm
 from accountants import _validate as check
 from accountants._validate import InputError, InputTypeError, UnsupportedError
 from accountants.events import DPSGD
-from accountants.sampling import FixedSize, Shuffle
+from accountants.sampling import FixedSize, Shuffle, TruncatedPoisson
 
 from . import membership as mia
 from . import models as _models
@@ -283,7 +283,8 @@ def _game_id(design: Design, setup: Setup, canaries: Canaries, threat: Threat, s
 
 
 def _check_fixed_size(setup: Setup, n_records: int) -> None:
-    if isinstance(setup.spec.sampling, (FixedSize, Shuffle)) and setup.spec.sampling.dataset_size != n_records:
+    sized = (FixedSize, Shuffle, TruncatedPoisson)
+    if isinstance(setup.spec.sampling, sized) and setup.spec.sampling.dataset_size != n_records:
         raise InputError(
             f"spec.sampling.dataset_size must be {n_records}, the records of the larger neighbouring dataset "
             f"(data.n plus the canaries it holds; shuffled: an absent canary holds ⊥ in its slot); got "
@@ -392,6 +393,8 @@ def _play(design: Design, setup: Setup, canaries: Canaries, *, threat: Threat, s
     extra = {"chunk_size": chunk_size, **({"n_reference": n_reference} if design is Design.RECONSTRUCTION else {})}
     if crafted:
         extra["crafted"] = [canaries.background, canaries.copies, canaries.alternative]
+        if canaries.background_gradient != -1:  # appended only then: earlier identities stay as they were
+            extra["crafted"].append(canaries.background_gradient)
     white = isinstance(threat, WhiteBox)
     hidden = isinstance(threat, HiddenState)
     if hidden and (design is Design.RECONSTRUCTION or not isinstance(canaries, GradientCanaries)):

@@ -20,10 +20,10 @@ from torch import Tensor
 
 from accountants import _validate as check
 from accountants._validate import InputError, InputTypeError
-from accountants.sampling import FixedSize, Poisson, RandomAllocation, Shuffle
+from accountants.sampling import FixedSize, Poisson, RandomAllocation, Shuffle, TruncatedPoisson
 
 __all__ = ["fixed_size_with_replacement", "fixed_size_without_replacement", "poisson", "random_allocation",
-           "sample_counts", "shuffled", "shuffled_slots"]
+           "sample_counts", "shuffled", "shuffled_slots", "truncated_poisson"]
 
 COUNT_DTYPE = torch.int16
 
@@ -58,6 +58,41 @@ def poisson(rate: float, steps: int, present: Tensor, generator: torch.Generator
     present = _check_present(present)
     u = torch.rand(steps, present.numel(), generator=generator, dtype=torch.float64)
     return ((u < rate) & present).to(COUNT_DTYPE)
+
+
+def truncated_poisson(rate: float, max_batch_size: int, steps: int, present: Tensor,
+                      generator: torch.Generator | None = None) -> Tensor:
+    """Poisson sampling cut to at most B records: when more are drawn, a uniformly random B are kept.
+
+    The sampler of :class:`accountants.TruncatedPoisson` (dp_accounting's truncated batch; jax_privacy's
+    ``CyclicPoissonSampling(truncated_batch_size=B)`` with ``cycle_length=1``, which draws
+    min(Binomial(n, q), B) records uniformly: the same law).
+
+    Formal guarantees:
+        - Before the cut, every present record is drawn independently with probability q (the draws of
+          :func:`poisson`, the same uniforms); an absent record is never drawn.
+        - The batch size is min(Binomial(n_present, q), B); each record appears at most once per batch.
+        - Given the set drawn, the batch is a uniformly random B-subset of it when it holds more than B
+          (the B drawn records with the smallest of a second (T, N) uniform draw); steps are independent.
+
+    Args:
+        rate: q in (0, 1].
+        max_batch_size: B ≥ 1.
+        steps: T.
+        present: (N,) bool.
+        generator: source of randomness (a (T, N) uniform draw for inclusion, then one for the cut).
+
+    Returns:
+        (T, N) int16 counts in {0, 1}.
+    """
+    check.integer(1, None, max_batch_size=max_batch_size)
+    drawn = poisson(rate, steps, present, generator).bool()
+    keys = torch.rand(steps, drawn.shape[1], generator=generator, dtype=torch.float64)
+    keys = keys.masked_fill(~drawn, float("inf"))  # only drawn records can be among the B smallest
+    k = min(int(max_batch_size), drawn.shape[1])
+    idx = torch.topk(keys, k, dim=1, largest=False).indices
+    kept = torch.zeros_like(drawn).scatter_(1, idx, True) & drawn  # rows with ≤ B drawn keep them all
+    return kept.to(COUNT_DTYPE)
 
 
 def fixed_size_without_replacement(
@@ -218,7 +253,7 @@ def random_allocation(k: int, steps_per_epoch: int, steps: int, present: Tensor,
 
 
 def sample_counts(
-    sampling: Poisson | FixedSize | Shuffle | RandomAllocation, steps: int, present: Tensor,
+    sampling: Poisson | FixedSize | Shuffle | RandomAllocation | TruncatedPoisson, steps: int, present: Tensor,
     generator: torch.Generator | None = None,
 ) -> Tensor:
     """Draw T batches with the scheme ``sampling`` describes (dispatch on its type).
@@ -235,6 +270,12 @@ def sample_counts(
             return poisson(q, steps, present, generator)
         case RandomAllocation(k=k, steps_per_epoch=t):
             return random_allocation(k, t, steps, present, generator)
+        case TruncatedPoisson(rate=q, max_batch_size=b, dataset_size=n):
+            n_present = int(_check_present(present).sum())
+            if n not in (n_present, n_present + 1):   # the pairs the accountant covers: (n, n − 1), (n + 1, n)
+                raise InputError(f"sampling.dataset_size must be the {n_present} records present or one more "
+                                 f"(the larger neighbouring dataset); got {n}")
+            return truncated_poisson(q, b, steps, present, generator)
         case Shuffle(batch_size=b, dataset_size=n):
             slots = _check_present(present).numel()
             if n != slots:
@@ -250,16 +291,17 @@ def sample_counts(
             return fixed_size_without_replacement(b, steps, present, generator)
         case _:
             raise InputTypeError(
-                f"sampling must be accountants.Poisson, FixedSize, Shuffle or RandomAllocation; got "
-                f"{type(sampling).__name__}"
+                "sampling must be accountants.Poisson, FixedSize, Shuffle, RandomAllocation or TruncatedPoisson; "
+                f"got {type(sampling).__name__}"
             )
 
 
-def expected_batch_size(sampling: Poisson | FixedSize | Shuffle | RandomAllocation, dataset_size: int) -> float:
-    """The public normaliser of DP-SGD: q·N for Poisson, b for fixed-size and shuffled batches, k·N/t for
-    random allocation (N the record slots; never the realised size)."""
+def expected_batch_size(sampling: Poisson | FixedSize | Shuffle | RandomAllocation | TruncatedPoisson,
+                        dataset_size: int) -> float:
+    """The public normaliser of DP-SGD: q·N for Poisson (truncated or not: a constant, never the realised
+    size), b for fixed-size and shuffled batches, k·N/t for random allocation (N the record slots)."""
     match sampling:
-        case Poisson(rate=q):
+        case Poisson(rate=q) | TruncatedPoisson(rate=q):
             return q * dataset_size
         case RandomAllocation(k=k, steps_per_epoch=t):
             return k * dataset_size / t
@@ -267,6 +309,6 @@ def expected_batch_size(sampling: Poisson | FixedSize | Shuffle | RandomAllocati
             return float(b)
         case _:
             raise InputTypeError(
-                f"sampling must be accountants.Poisson, FixedSize, Shuffle or RandomAllocation; got "
-                f"{type(sampling).__name__}"
+                "sampling must be accountants.Poisson, FixedSize, Shuffle, RandomAllocation or TruncatedPoisson; "
+                f"got {type(sampling).__name__}"
             )

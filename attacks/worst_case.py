@@ -19,6 +19,8 @@ FixedSize WOR, replace-one z (g) / z′ (−g) and N − 1 records of gradient �
 FixedSize WR, both         as WOR; z is drawn k ~ Bin(b, 1/N) times              −b + 2k vs −b
 Shuffle(b, n), add/remove  z (g) and n − 1 records of gradient −g; out: ⊥        per epoch MoG(2) vs MoG(1)
 RandomAlloc(1, t), add/rm  canary z (g)                                         per epoch MoG(1) vs N(0)
+TruncatedPoisson(q, B, n)  z (g) and n − 1 records of gradient 0 (z′ (−g) in D′   Bern(p) vs 0 (±: as Poisson)
+                           under replace-one); p = P(z in the batch)
 ========================  =================================================  =====================
 
 Under shuffling the steps of one epoch are not independent (z is in exactly one batch of each
@@ -49,7 +51,7 @@ from torch import Tensor
 from accountants import _validate as check
 from accountants._validate import InputError, InputTypeError, UnsupportedError
 from accountants.events import DPSGD
-from accountants.sampling import FixedSize, Neighbouring, Poisson, RandomAllocation, Shuffle
+from accountants.sampling import FixedSize, Neighbouring, Poisson, RandomAllocation, Shuffle, TruncatedPoisson
 
 from . import membership as mia
 from .canaries import CraftedDataset
@@ -97,6 +99,15 @@ def crafted(spec: DPSGD, dim: int, *, coordinate: int = 0, clip_norm: float = 1.
                 raise InputError(f"spec.sampling.dataset_size must be ≥ batch_size + 1 = {b + 1} so that the "
                                  f"dataset without the canary fills a batch; got {n}")
             return CraftedDataset(g, "crafted", background=n - 1, copies=1, alternative=replace_one)
+        case TruncatedPoisson(dataset_size=n):
+            # the realised pair of the accountant's lower end (docs/dominating-pairs.md §4c): the other
+            # records only take batch places, so z is in the batch with probability p(n)
+            if K > 1:
+                raise UnsupportedError("crafted: groups of K > 1 are constructed for Poisson sampling only")
+            if natural:
+                raise InputError(f"natural must be 0 for truncated Poisson (every record is crafted); got {natural}")
+            return CraftedDataset(g, "crafted", background=n - 1, copies=1, alternative=replace_one,
+                                  background_gradient=0)
         case Shuffle(dataset_size=n):
             if K > 1:
                 raise UnsupportedError("crafted: groups of K > 1 are constructed for Poisson sampling only")
@@ -117,7 +128,7 @@ def crafted(spec: DPSGD, dim: int, *, coordinate: int = 0, clip_norm: float = 1.
                 raise UnsupportedError("crafted: random allocation is constructed for balls-in-bins (k = 1), "
                                        "add/remove, single records (what its accountant covers)")
             return CraftedDataset(g, "crafted", background=0, copies=1, alternative=False)
-    raise InputTypeError(f"spec.sampling must be Poisson, FixedSize, Shuffle or RandomAllocation; got "
+    raise InputTypeError("spec.sampling must be Poisson, FixedSize, Shuffle, RandomAllocation or TruncatedPoisson; got "
                          f"{type(spec.sampling).__name__}")
 
 
@@ -140,6 +151,13 @@ def laws(spec: DPSGD, canary: CraftedDataset, *, natural: int = 0,
     if not isinstance(canary, CraftedDataset):
         raise InputTypeError(f"canary must be a CraftedDataset; got {type(canary).__name__}")
     K, nb = canary.copies, canary.background
+    if isinstance(spec.sampling, TruncatedPoisson):
+        from accountants.truncated_poisson import inclusion_probability
+
+        # z is in the batch with probability p(n) (other records of gradient 0): the Poisson laws at p
+        p = inclusion_probability(spec.sampling, natural + nb + K)
+        return laws(DPSGD(spec.noise_multiplier, Poisson(p), spec.steps, spec.neighbouring), canary,
+                    natural=natural, dtype=dtype)
     match spec.sampling:
         case Poisson(rate=q):
             q = float(q)
@@ -157,7 +175,8 @@ def laws(spec: DPSGD, canary: CraftedDataset, *, natural: int = 0,
             p = min(1.0, b / n)
             lp = torch.tensor([math.log1p(-p) if p < 1 else -math.inf, math.log(p)], dtype=dtype)
             return (torch.tensor([-float(b), 2.0 - b], dtype=dtype), lp, *out)
-    raise InputTypeError(f"spec.sampling must be Poisson or FixedSize; got {type(spec.sampling).__name__}")
+    raise InputTypeError(f"spec.sampling must be Poisson, FixedSize or TruncatedPoisson; got "
+                         f"{type(spec.sampling).__name__}")
 
 
 def _mixture_log_density(o: Tensor, a: Tensor, log_p: Tensor, var: float) -> Tensor:

@@ -192,7 +192,7 @@ def _recommend_one_run(raw: dict[str, Any], base_dir: str | Path | None) -> None
 
 
 # The sampling kinds an audit trains (accountants.describe spells them; its aliases are accepted).
-TRAINED_SAMPLING = ("fixed_wor", "poisson", "random_allocation", "shuffle")
+TRAINED_SAMPLING = ("fixed_wor", "poisson", "random_allocation", "shuffle", "truncated_poisson")
 
 
 def canonical(value: str) -> str:
@@ -232,6 +232,8 @@ SCHEMA: dict[str, dict[str, tuple]] = {
         "batch_size": ("int", 1, 50),
         "steps_per_epoch": ("int", 1, 10),
         "k": ("int", 1, 1),
+        # truncated Poisson's largest batch; 0: unset (the other kinds), ≥ 1 needed by truncated_poisson
+        "max_batch_size": ("int", 0, 0),
         "steps": ("int", 1, 10),
         "clip_norm": ("float", (0.0, None, "open"), 1.0),
         "learning_rate": ("float", (0.0, None, "open"), 0.5),
@@ -386,6 +388,7 @@ def _consistent(c: dict[str, dict[str, Any]], where: str) -> None:
     _count_fits(c, where)
     if t["sampling"] == "random_allocation":
         _consistent_allocation(t, att, where)
+    _consistent_truncation(t, where)
     if aud["trial_timeout"] and not t["trainer"]:
         raise InputError(f"{where}audit.trial_timeout applies to a user trainer ([training] trainer) only")
     if t["trainer"]:  # a user trainer (attacks/plugin.py, docs/own-training.md)
@@ -446,6 +449,17 @@ def _count_fits(c: dict[str, dict[str, Any]], where: str) -> None:
         raise InputError(f"{where}canary.count must be ≤ training.n_records = {t['n_records']} for canary.kind "
                          f"'mislabelled' (each relabels a distinct natural record); got {can['count']} (more "
                          "canaries than records: canary.kind 'out_of_distribution')")
+
+
+def _consistent_truncation(t: dict[str, Any], where: str) -> None:
+    """training.max_batch_size: ≥ 1 with truncated Poisson (the largest batch kept), unset (0) otherwise."""
+    truncated = t["sampling"] == "truncated_poisson"
+    if truncated and t["max_batch_size"] < 1:
+        raise InputError(f"{where}training.max_batch_size must be an integer ≥ 1 with training.sampling "
+                         f"'truncated_poisson' (the largest batch kept); got {t['max_batch_size']}")
+    if not truncated and t["max_batch_size"] != 0:
+        raise InputError(f"{where}training.max_batch_size applies to training.sampling 'truncated_poisson' only; "
+                         f"got sampling {t['sampling']!r}")
 
 
 def _consistent_allocation(t: dict[str, Any], att: dict[str, Any], where: str) -> None:

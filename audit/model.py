@@ -118,6 +118,7 @@ class TrainingConfig:
     trainer_dir: str = ""  # where its module is looked up first
     steps_per_epoch: int = 10  # random_allocation only (absent from results written before it existed)
     k: int = 1  # random_allocation only
+    max_batch_size: int = 0  # truncated Poisson's largest batch (0: another sampling kind)
 
 
 @dataclass(frozen=True)

@@ -65,6 +65,9 @@ def spec_of(v: dict[str, Any]) -> DPSGD:
     elif kind == "random_allocation":
         sampling = describe.make_sampling(kind, k=t["k"], steps_per_epoch=t["steps_per_epoch"],
                                           key="training.sampling")
+    elif kind == "truncated_poisson":
+        sampling = describe.make_sampling(kind, sample_rate=t["sample_rate"], max_batch_size=t["max_batch_size"],
+                                          dataset_size=t["n_records"] + extra, key="training.sampling")
     else:
         sampling = describe.make_sampling(kind, batch_size=t["batch_size"], dataset_size=t["n_records"] + extra,
                                           key="training.sampling")

@@ -6,6 +6,10 @@ epoch, σ = 1, T = 1,000 steps (10 epochs), δ = 1e-5, add/remove. Every row is 
 bound where dpaudit has one. Usage::
 
     PYTHONPATH=. python benchmarks/bench_sampling_table.py [--sigma 1] [--steps 1000] [--batch 100] [--n 10000]
+        [--max-batch 120,100]
+
+Truncated Poisson rows (one per ``--max-batch`` B): q = b/n, cut at B; RDP and PLD of one labelled pair, the
+certified lower end from the realised pair (docs/dominating-pairs.md §4c).
 
 Runtime: about 1–3 minutes on 2 shared cores (mostly the PLD rows and the two certified lower bounds).
 """
@@ -32,7 +36,13 @@ def _eps(spec: acc.DPSGD, delta: float, method: str) -> str:
     return f"{acc.epsilon(spec, delta, method=method).value:.3f}"
 
 
-def rows(sigma: float, steps: int, b: int, n: int, delta: float) -> list[tuple[str, str, str, str, str]]:
+def _pld_lower(spec: acc.DPSGD, delta: float) -> float:
+    """The PLD method's certified lower end (truncated Poisson: the realised pair's)."""
+    return float(acc.epsilon(spec, delta, method="pld").lower)
+
+
+def rows(sigma: float, steps: int, b: int, n: int, delta: float,
+         max_batches: tuple[int, ...] = (120, 100)) -> list[tuple[str, str, str, str, str]]:
     """(scheme, dpaudit description, RDP ε, PLD ε, certified lower ε) per sampling scheme."""
     t = n // b
     specs = [
@@ -42,6 +52,8 @@ def rows(sigma: float, steps: int, b: int, n: int, delta: float) -> list[tuple[s
         ("shuffle (once per epoch)", acc.DPSGD(sigma, acc.Shuffle(b, n), steps), shuffle_lower_epsilon),
         ("random allocation k = 1 (balls-in-bins)", acc.DPSGD(sigma, acc.RandomAllocation(1, t), steps),
          random_allocation_lower_epsilon),
+        *((f"truncated Poisson q = b/n, at most {m}", acc.DPSGD(sigma, acc.TruncatedPoisson(b / n, m, n), steps),
+           _pld_lower) for m in max_batches),
     ]
     out = []
     for name, spec, lower in specs:
@@ -58,9 +70,10 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=100)
     ap.add_argument("--n", type=int, default=10_000)
     ap.add_argument("--delta", type=float, default=1e-5)
+    ap.add_argument("--max-batch", default="120,100", help="truncated Poisson rows: comma-separated B")
     a = ap.parse_args()
     start = time.perf_counter()
-    table = rows(a.sigma, a.steps, a.batch, a.n, a.delta)
+    table = rows(a.sigma, a.steps, a.batch, a.n, a.delta, tuple(int(x) for x in a.max_batch.split(",") if x))
     print(f"σ = {a.sigma:g}, b = {a.batch}, n = {a.n}, T = {a.steps}, δ = {a.delta:g}, add/remove\n")
     print("| scheme | dpaudit sampling | ε upper (RDP) | ε upper (PLD) | ε certified lower |")
     print("|---|---|---|---|---|")

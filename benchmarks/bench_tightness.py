@@ -12,7 +12,13 @@ likelihood-ratio score, and beside it:
 * ε_tight (PLD) and ε_rdp: the accountants' upper bounds;
 * ratio = ε_lower / ε_certifiable (goal ≥ 0.9 at 2,000 trials);
 * peer: dp_accounting 0.6's PLD ε for the same spec where it has an event for it (Poisson
-  add/remove, replace-one, and fixed-size add/remove as Poisson at σ/2), the same process.
+  add/remove, replace-one, fixed-size add/remove as Poisson at σ/2, and truncated Poisson's
+  TruncatedSubsampledGaussianDpEvent), the same process.
+
+Row ``truncated_poisson_add_remove``: TruncatedPoisson(q = 0.5, B = 60, N = 101); crafted dataset
+of attacks.worst_case (the canary and 100 records of gradient 0 that only take batch places): the
+realised pair of the accountant's lower end (Poisson at the canary's inclusion probability p), while
+ε_certifiable is read off the accountant's upper curve (docs/dominating-pairs.md §4c).
 
 Each row is its own audit at significance s (no union bound across rows: rows are separate
 claims). Settings: σ = 1, T = 10, δ = 1e-5, Poisson q = 0.5, fixed size b = 50 of N = 101 (the
@@ -58,6 +64,7 @@ from audit import comparator, tightness
 from audit import statistics as st
 
 SIGMA, T, Q, B, N, DELTA = 1.0, 10, 0.5, 50, 101, 1e-5
+B_MAX = 60  # truncated Poisson's largest batch: P(Bin(100, 0.5) ≥ 60) = 2.8 % of the steps are cut
 R1 = Neighbouring.REPLACE_ONE
 
 
@@ -74,6 +81,8 @@ def rows(sigma: float = SIGMA) -> dict[str, acc.DPSGD]:
         # hidden state: the adversary sees θ_T only; the canary's gradient is C·e at every step
         "hidden_state_poisson": acc.DPSGD(sigma, acc.Poisson(Q), T),
         "hidden_state_full_batch": acc.DPSGD(sigma, acc.Poisson(1.0), T),
+        # truncated Poisson (issue 27 §2): q = 0.5 of N = 101, cut at B_MAX = 60 (2.8 % of the batches)
+        "truncated_poisson_add_remove": acc.DPSGD(sigma, acc.TruncatedPoisson(Q, B_MAX, N), T),
     }
 
 
@@ -173,6 +182,10 @@ def _peer(name: str, sigma: float = SIGMA) -> float | None:
             ev, rel = dpa.PoissonSampledDpEvent(Q, dpa.GaussianDpEvent(sigma)), replace_one
         case "fixed_size_add_remove":  # docs/dominating-pairs.md §4: Poisson add/remove with q = b/N at σ/2
             ev, rel = dpa.PoissonSampledDpEvent(B / N, dpa.GaussianDpEvent(sigma / 2)), add_remove
+        case "truncated_poisson_add_remove":
+            ev = dpa.TruncatedSubsampledGaussianDpEvent(dataset_size=N, sampling_probability=Q,
+                                                        truncated_batch_size=B_MAX, noise_multiplier=sigma)
+            rel = add_remove
         case _:
             return None
     acct = dpa.pld.PLDAccountant(neighboring_relation=rel, value_discretization_interval=1e-3)
@@ -199,7 +212,18 @@ def run_row(name: str, spec: acc.DPSGD, trials: int, significance: float, seed: 
     reps = tightness.certifiable_replicates(curve, si.size, so.size, delta=DELTA, significance=significance)
     cert = float(reps[len(reps) // 2])
     lower = cmp.epsilon_lower.value
+    realised = None
+    if isinstance(spec.sampling, acc.TruncatedPoisson):  # the realised pair's own curve (Poisson at p)
+        from accountants.pld.accountant import _realised
+
+        r_spec = _realised(spec)
+        r_curve = comparator.analytical_curves(r_spec, DELTA).tight
+        r_reps = tightness.certifiable_replicates(r_curve, si.size, so.size, delta=DELTA, significance=significance)
+        realised = {"spec": r_spec, "epsilon_certifiable": float(r_reps[len(r_reps) // 2]),
+                    "range": (float(r_reps[0]), float(r_reps[-1])),
+                    "epsilon_pld": float(acc.epsilon(r_spec, DELTA, method="pld").value)}
     return {"row": name, "threat": "final_parameters_constant_gradient_canary" if hidden else out.threat,
+            "realised_pair": realised,
             "epsilon_hidden_state_pair": hidden_state_epsilon(spec) if hidden else None,
             "trials": trials, "epsilon_lower": lower, "epsilon_certifiable": cert,
             "certifiable_range": (float(reps[0]), float(reps[-1])), "curve": which,
@@ -256,6 +280,12 @@ def main() -> None:
               f"{r['curve']:>5} {_f(r['ratio'], 6, 2)} {_f(r['ceiling'])} {_f(r['epsilon_tight'])} "
               f"{_f(r['epsilon_rdp'], 8, 2)} {_f(r['peer_dp_accounting'])} {r['violated']!s:>5} "
               f"{r['seconds']:5.0f}", flush=True)
+        if r["realised_pair"] is not None:
+            rp = r["realised_pair"]
+            lo, hi = rp["range"]
+            print(f"{'':26} realised pair {rp['spec'].sampling} (upper {rp['epsilon_pld']:.3f}): ε_cert "
+                  f"{rp['epsilon_certifiable']:.3f} ({lo:.2f}-{hi:.2f}), ratio "
+                  f"{tightness.certifiable_ratio(r['epsilon_lower'], rp['epsilon_certifiable']):.2f}", flush=True)
         if r["epsilon_hidden_state_pair"] is not None:
             print(f"{'':26} hidden-state pair's own ε (PLD): {r['epsilon_hidden_state_pair']:.3f}", flush=True)
     print("ε_lower: audit lower bound at 1 − s; ε_cert: optimal attack on the tightest curve, same design "

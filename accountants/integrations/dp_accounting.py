@@ -9,6 +9,7 @@ dp_accounting event                                    dpaudit description
 ``SampledWithReplacementDpEvent(n, b, Gaussian)``      ``DPSGD(σ, FixedSize(b, n, replace=True), 1)``
 ``SelfComposedDpEvent(e, k)``                          ``e`` with k× the steps
 ``ComposedDpEvent([e1, e2, …])``                       ``Composed((e1, e2, …))``
+``TruncatedSubsampledGaussianDpEvent(n, q, B, σ)``     ``DPSGD(σ, TruncatedPoisson(q, B, n), 1)``
 ``LaplaceDpEvent(b)``                                  ``Laplace(b)`` (RDP, add/remove; Mironov 2017)
 ``NoOpDpEvent()``                                      ``Composed(())``
 =====================================================  =============================================
@@ -55,7 +56,7 @@ from ..orders import default_orders, near_one_orders
 from ..rdp import eps_from_rdp
 from ..rdp.conversion import minimise_over_orders
 from ..results import EpsilonBound
-from ..sampling import FixedSize, Neighbouring, Poisson, RandomAllocation
+from ..sampling import FixedSize, Neighbouring, Poisson, RandomAllocation, TruncatedPoisson
 from . import require_peer
 
 __all__ = [
@@ -211,6 +212,14 @@ def _walk(node: Any, where: str, depth: int = 0) -> _Acc:
             if math.isinf(sigma):
                 return _Acc({}, {})
             return _Acc({(sigma, RandomAllocation(k, t)): t}, {})
+        case "TruncatedSubsampledGaussianDpEvent":
+            # fields as dp_accounting 0.6.0; its accountant treats q = 0, B = 0 or n = 0 as no release
+            q = _real(node, "sampling_probability", where, low=0.0, high=1.0, low_open=False)
+            b, n = _whole(node, "truncated_batch_size", where, 0), _whole(node, "dataset_size", where, 0)
+            sigma = _real(node, "noise_multiplier", where, low=0.0)
+            if q == 0.0 or b == 0 or n == 0 or math.isinf(sigma):
+                return _Acc({}, {})
+            return _Acc.one(sigma, TruncatedPoisson(q, b, n))
         case "LaplaceDpEvent":
             b = _real(node, "noise_multiplier", where, low=0.0)
             return _Acc({}, {}) if math.isinf(b) else _Acc({}, {b: 1})
@@ -322,6 +331,10 @@ def _dpsgd_event(dp_event: Any, p: DPSGD) -> Any:
         one = cls(s.dataset_size, s.batch_size, base)
     elif isinstance(s, RandomAllocation):
         return _random_allocation_event(dp_event, base, p)
+    elif isinstance(s, TruncatedPoisson):
+        one = dp_event.TruncatedSubsampledGaussianDpEvent(dataset_size=s.dataset_size, sampling_probability=s.rate,
+                                                          truncated_batch_size=s.max_batch_size,
+                                                          noise_multiplier=p.noise_multiplier)
     else:
         raise UnsupportedError(f"{type(s).__name__} sampling has no dp_accounting event")
     return one if p.steps == 1 else dp_event.SelfComposedDpEvent(one, p.steps)

@@ -25,10 +25,11 @@ from .. import _validate as check
 from .._validate import InputError, InputTypeError, UnsupportedError
 from ..events import DPSGD, Composed
 from ..results import DeltaBound, EpsilonBound
+from ..sampling import Poisson
 from .compose import ComposedPLD, chernoff_tilt, compose, fast_length, window
 from .discretise import discretise
 from .gaussian import gdp_delta_bracket, gdp_epsilon_bracket
-from .pairs import GaussianShift, MixturePair, step_pairs, unsupported_reason
+from .pairs import GaussianShift, LabelledPair, MixturePair, step_pairs, unsupported_reason
 
 __all__ = [
     "PLDBracket",
@@ -84,7 +85,7 @@ def _unsupported(spec: Spec) -> str | None:
     return None
 
 
-def _directions(spec: Spec) -> tuple[dict[str, list[tuple[MixturePair, int]]], str]:
+def _directions(spec: Spec) -> tuple[dict[str, list[tuple[MixturePair | LabelledPair, int]]], str]:
     """Per ordered direction, the (pair, steps) of every part; symmetric runs have one direction."""
     reason = _unsupported(spec)
     if reason is not None:
@@ -93,9 +94,15 @@ def _directions(spec: Spec) -> tuple[dict[str, list[tuple[MixturePair, int]]], s
     parts = [(step_pairs(p), p.steps) for p in _parts(spec)]
     theorem = "; ".join(dict.fromkeys(sp.theorem for sp, _ in parts))
     remove = [(sp.remove, t) for sp, t in parts]
-    if all(sp.symmetric for sp, _ in parts):
+    extra = list(dict.fromkeys(name for sp, _ in parts for name, _ in sp.more))
+    if all(sp.symmetric for sp, _ in parts) and not extra:
         return {"remove": remove}, theorem
-    return {"remove": remove, "add": [(sp.add, t) for sp, t in parts]}, theorem
+    dirs = {"remove": remove, "add": [(sp.add, t) for sp, t in parts]}
+    # Further directions (truncated Poisson: the record added to n records): parts without them use
+    # their own pair of the same orientation (the same pair of datasets in every part).
+    for name in extra:
+        dirs[name] = [(dict(sp.more).get(name, sp.add if name.startswith("add") else sp.remove), t) for sp, t in parts]
+    return dirs, theorem
 
 
 @dataclass(frozen=True)
@@ -106,19 +113,24 @@ class PLDProfile:
         directions: ``{"remove": ComposedPLD, "add": ComposedPLD}`` (one entry when symmetric).
         theorem: which dominating pairs were used.
         h: lattice spacing.
+        pair_realised: whether a dataset realises the dominating pairs composed here, so that the
+            lower ends bound the mechanism; False for truncated Poisson, whose lower ends bound only
+            the pair (:func:`pld_epsilon_bracket` and :func:`pld_delta_bracket` then take the lower
+            end from a realised run instead).
     """
 
     directions: dict[str, ComposedPLD]
     theorem: str
     h: float
     points: int = field(default=0)
+    pair_realised: bool = field(default=True)
 
     def delta_upper(self, eps: Tensor) -> Tensor:
         """Certified upper bound on δ(ε) (maximum over directions).  Bound: upper."""
         return torch.stack([d.delta_upper(eps) for d in self.directions.values()]).amax(0)
 
     def delta_lower(self, eps: Tensor) -> Tensor:
-        """Certified lower bound on δ(ε): the true δ is the maximum over directions.  Bound: lower."""
+        """Certified lower bound on the pairs' δ(ε) (the mechanism's where ``pair_realised``).  Bound: lower."""
         return torch.stack([d.delta_lower(eps) for d in self.directions.values()]).amax(0)
 
     def epsilon_upper(self, delta: float) -> float:
@@ -126,7 +138,7 @@ class PLDProfile:
         return max(d.epsilon_upper(delta) for d in self.directions.values())
 
     def epsilon_lower(self, delta: float) -> float:
-        """Certified lower bound on ε(δ).  Bound: lower."""
+        """Certified lower bound on the pairs' ε(δ) (the mechanism's where ``pair_realised``).  Bound: lower."""
         return max(d.epsilon_lower(delta) for d in self.directions.values())
 
 
@@ -145,8 +157,11 @@ class PLDBracket:
         return self.upper - self.lower
 
 
-def _loss_span(pair: MixturePair, tail: float) -> float:
+def _loss_span(pair: MixturePair | LabelledPair, tail: float) -> float:
     """Width of the loss range that :func:`discretise` puts on the lattice for ``pair``."""
+    if isinstance(pair, LabelledPair):
+        lo, hi = pair.loss_range(tail)
+        return hi - lo
     x_lo, x_hi = pair.x_range(tail)
     lo, hi = (float(v) for v in pair.loss(torch.tensor([x_lo, x_hi], dtype=torch.float64)))
     return hi - lo
@@ -157,7 +172,8 @@ def _gaussian_mu(spec: Spec) -> tuple[float, str] | None:
     if _unsupported(spec) is not None:
         return None
     parts = [(step_pairs(p), p.steps) for p in _parts(spec)]
-    if not parts or not all(isinstance(sp.remove, GaussianShift) for sp, _ in parts):
+    # every direction must be a Gaussian: truncated Poisson's further directions (`more`) may not be
+    if not parts or not all(isinstance(sp.remove, GaussianShift) and not sp.more for sp, _ in parts):
         return None
     # μ = √(Σ T_i (s_i/σ_i)²) in 30-digit mpmath (no over- or underflow at σ near 1e±300), then
     # rounded to float64: within one unit in the last place, far inside _MU_REL.
@@ -184,6 +200,31 @@ def _gdp_bracket(fn, x: float, mu: float) -> tuple[float, float]:
     mu_up = mu * (1.0 + _MU_REL)
     up = fn(x, mu_up)[1] if mu_up <= 1e6 else math.inf
     return lo, up
+
+
+def _realised(spec: Spec) -> Spec | None:
+    """The run a dataset realises exactly, for runs with truncated-Poisson parts (else None).
+
+    The dominating pair of truncated Poisson (docs/dominating-pairs.md §4c) is not realised by any
+    dataset, so its bracket's lower end says nothing about the mechanism. A dataset whose other
+    records have gradient 0 (and the record C·e, or ±C·e under replace-one) realises the Poisson pair
+    at the record's inclusion probability p(n) (rounded down): each truncated part becomes Poisson(p(n)).
+    The lower end of a truncated run is that run's certified lower end.
+    """
+    from ..sampling import TruncatedPoisson
+    from ..truncated_poisson import inclusion_probability
+
+    parts = _parts(spec)
+    if not any(isinstance(p.sampling, TruncatedPoisson) for p in parts):
+        return None
+    out = []
+    for p in parts:
+        s = p.sampling
+        if isinstance(s, TruncatedPoisson):
+            rate = inclusion_probability(s, int(s.dataset_size))
+            p = DPSGD(p.noise_multiplier, Poisson(rate), p.steps, p.neighbouring, p.group_size)
+        out.append(p)
+    return out[0] if isinstance(spec, DPSGD) else Composed(tuple(out))
 
 
 def _check_order(lower: float, upper: float) -> None:
@@ -267,7 +308,8 @@ def pld_profile(
             f"even at lattice spacing h={h:.3g}; use method='rdp'"
         )
     composed = {name: compose(d, gamma, windows[name]) for name, d in disc.items()}
-    return PLDProfile(composed, theorem, h, points=max(c.points for c in composed.values()))
+    return PLDProfile(composed, theorem, h, points=max(c.points for c in composed.values()),
+                      pair_realised=_realised(spec) is None)
 
 
 def pld_epsilon_bracket(
@@ -324,8 +366,11 @@ def pld_epsilon_bracket(
             break
         h = prof.h * min(0.9, max(0.1, math.sqrt(0.8 * target / width)))
     assert prof is not None
+    realised = _realised(spec)
+    if realised is not None:   # the pair is not realised: the lower end comes from a realised one
+        lo = pld_epsilon_bracket(realised, delta, eps_error=eps_error, delta_error=beta, device=device).lower
     _check_order(lo, up)
-    return PLDBracket(lo, up, prof.h, prof.points, prof.theorem)
+    return PLDBracket(lo, up, prof.h, prof.points, _with_lower_source(prof.theorem, realised))
 
 
 def pld_delta_bracket(
@@ -353,8 +398,18 @@ def pld_delta_bracket(
                        at_epsilon=float(epsilon))
     e = torch.tensor([float(epsilon)], dtype=torch.float64, device=_resolve_device(device))
     lo, up = float(prof.delta_lower(e)[0]), float(prof.delta_upper(e)[0])
+    realised = _realised(spec)
+    if realised is not None:   # the pair is not realised: the lower end comes from a realised one
+        lo = pld_delta_bracket(realised, epsilon, eps_error=eps_error, delta_error=delta_error, device=device).lower
     _check_order(lo, up)
-    return PLDBracket(lo, up, prof.h, prof.points, prof.theorem)
+    return PLDBracket(lo, up, prof.h, prof.points, _with_lower_source(prof.theorem, realised))
+
+
+def _with_lower_source(theorem: str, realised: Spec | None) -> str:
+    if realised is None:
+        return theorem
+    return theorem + ("; lower end: the realised pair of a dataset whose other records have gradient 0 "
+                      "(Poisson at the record's inclusion probability)")
 
 
 def pld_privacy_profile(

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from .pairs import MixturePair
+from .pairs import LabelledPair, MixturePair
 
 __all__ = ["DiscreteStep", "discretise"]
 
@@ -84,7 +84,8 @@ def _masses(pair: MixturePair, x: Tensor, of: str) -> Tensor:
     return torch.clamp(torch.cat([below, inner, above]), min=0.0)
 
 
-def discretise(pair: MixturePair, h: float, tail: float, device: torch.device | None = None) -> DiscreteStep:
+def discretise(pair: MixturePair | LabelledPair, h: float, tail: float,
+               device: torch.device | None = None) -> DiscreteStep:
     """Discretise one step of ``pair`` on the lattice {k·h} (see the module docstring).
 
     Args:
@@ -99,6 +100,20 @@ def discretise(pair: MixturePair, h: float, tail: float, device: torch.device | 
         describe an explicit test.
     """
     device = torch.empty(0).device if device is None else torch.device(device)
+    if isinstance(pair, LabelledPair):
+        return _discretise_labelled(pair, h, tail, device)
+    k_lo, upper, p_inf, pm, qm = _raw(pair, h, tail, device)
+    lower_p = pm[1:-1].clone()
+    lower_q = qm[1:-1].clone()
+    lower_p[0] += pm[0]
+    lower_p[-1] += pm[-1]
+    lower_q[0] += qm[0]
+    lower_q[-1] += qm[-1]
+    return DiscreteStep(k_lo=k_lo, upper=upper, p_inf=p_inf, lower_p=lower_p, lower_q=lower_q, h=h)
+
+
+def _raw(pair: MixturePair, h: float, tail: float, device: torch.device) -> tuple[int, Tensor, float, Tensor, Tensor]:
+    """(k_lo, pessimistic PMF, its mass at +∞, P- and Q-masses [below, n centred bins, above] of the test)."""
     f64 = dict(dtype=torch.float64, device=device)
     x_lo, x_hi = pair.x_range(tail)
     l_lo, l_hi = (float(v) for v in pair.loss(torch.tensor([x_lo, x_hi], **f64)))
@@ -130,13 +145,35 @@ def discretise(pair: MixturePair, h: float, tail: float, device: torch.device | 
     xm = pair.loss_inverse(torch.cat([k - 0.5, k[-1:] + 0.5]) * h)
     pm = _masses(pair, xm, "p")                             # [below, n centred bins, above]
     qm = _masses(pair, xm, "q")
-    lower_p = pm[1:-1].clone()
-    lower_q = qm[1:-1].clone()
-    lower_p[0] += pm[0]
-    lower_p[-1] += pm[-1]
-    lower_q[0] += qm[0]
-    lower_q[-1] += qm[-1]
-    return DiscreteStep(k_lo=k_lo, upper=upper, p_inf=float(p[-1]), lower_p=lower_p, lower_q=lower_q, h=h)
+    return k_lo, upper, float(p[-1]), pm, qm
+
+
+def _discretise_labelled(pair: LabelledPair, h: float, tail: float, device: torch.device) -> DiscreteStep:
+    """One lattice for every part of a labelled pair; the PMFs are the weighted sums of the parts'.
+
+    Upper: each part's connect-the-dots PMF (each dominates its part, so the weighted sum dominates
+    the labelled pair: H_α is linear in the label's law). Lower: the statistic is the lattice point
+    nearest to L(i, x), clamped to the part's own top point above and to the *common* lowest point
+    below, so that entry 0 alone holds mass whose loss is below its lattice point (``_tilted``
+    bounds every other entry by e^{h/2}·p, which needs L ≥ l − h/2 there).
+    """
+    raws = [(w, _raw(p, h, tail, device)) for w, p in pair.parts]
+    k_lo = min(r[0] for _, r in raws)
+    k_hi = max(r[0] + r[1].numel() - 1 for _, r in raws)
+    f64 = dict(dtype=torch.float64, device=device)
+    upper, lower_p, lower_q = (torch.zeros(k_hi - k_lo + 1, **f64) for _ in range(3))
+    p_inf = 0.0
+    for w, (k0, up, pinf, pm, qm) in raws:
+        a, n = k0 - k_lo, up.numel()
+        upper[a:a + n] += w * up
+        p_inf += w * pinf
+        lower_p[a:a + n] += w * pm[1:-1]
+        lower_q[a:a + n] += w * qm[1:-1]
+        lower_p[0] += w * pm[0]
+        lower_q[0] += w * qm[0]
+        lower_p[a + n - 1] += w * pm[-1]
+        lower_q[a + n - 1] += w * qm[-1]
+    return DiscreteStep(k_lo=k_lo, upper=upper, p_inf=p_inf, lower_p=lower_p, lower_q=lower_q, h=h)
 
 
 def _tilted(step: DiscreteStep) -> Tensor:

@@ -26,10 +26,11 @@ from torch import Tensor
 
 from .._validate import UnsupportedError
 from ..events import DPSGD
-from ..sampling import FixedSize, Neighbouring, Poisson
+from ..sampling import FixedSize, Neighbouring, Poisson, TruncatedPoisson
 
 __all__ = [
     "GaussianShift",
+    "LabelledPair",
     "MixturePair",
     "PoissonAdd",
     "PoissonGroupAdd",
@@ -416,12 +417,46 @@ class PoissonGroupAdd(MixturePair):
 
 
 @dataclass(frozen=True, slots=True)
+class LabelledPair:
+    """A pair whose output reveals a label: P = Σ_i w_i (i, P_i) against Q = Σ_i w_i (i, Q_i).
+
+    The label i has the same law w under P and Q, so H_α(P‖Q) = Σ_i w_i H_α(P_i‖Q_i) for every α ≥ 0,
+    and its privacy loss is L(i, x) = L_i(x). The discretiser puts every part on one lattice and adds
+    the weighted PMFs (the connect-the-dots split and the nearest-lattice-point test are per bin, so
+    per part, and the label is part of the output the test reads). Used for truncated Poisson
+    (docs/dominating-pairs.md §4c). Weights are ≥ 0 and sum to 1 (to float precision).
+    """
+
+    parts: tuple[tuple[float, MixturePair], ...]
+
+    def __post_init__(self) -> None:
+        if not self.parts or any(not w >= 0.0 for w, _ in self.parts):
+            raise ValueError(f"LabelledPair needs non-empty parts with weights >= 0; got {self.parts!r}")
+
+    @property
+    def symmetric(self) -> bool:
+        return False
+
+    def loss_range(self, tail: float) -> tuple[float, float]:
+        """[lowest, highest] loss the discretiser puts on the lattice, over the parts of weight > 0."""
+        lo, hi = math.inf, -math.inf
+        for w, pair in self.parts:
+            if w > 0.0:
+                x_lo, x_hi = pair.x_range(tail)
+                a, b = (float(v) for v in pair.loss(torch.tensor([x_lo, x_hi], dtype=torch.float64)))
+                lo, hi = min(lo, a), max(hi, b)
+        return lo, hi
+
+
+@dataclass(frozen=True, slots=True)
 class StepPairs:
     """The dominating pairs of one DP-SGD step, one per ordered direction, and their source."""
 
-    remove: MixturePair
-    add: MixturePair
+    remove: MixturePair | LabelledPair
+    add: MixturePair | LabelledPair
     theorem: str
+    more: tuple[tuple[str, MixturePair | LabelledPair], ...] = ()
+    """Further ordered directions (name, pair); e.g. truncated Poisson's record added to n records."""
 
     @property
     def symmetric(self) -> bool:
@@ -432,7 +467,7 @@ def unsupported_reason(spec: DPSGD) -> str | None:
     """Why no proved dominating pair covers ``spec`` (None when one does). No side effects."""
     rel = spec.neighbouring.label
     s = spec.sampling
-    if not isinstance(s, (Poisson, FixedSize)):  # e.g. Shuffle: accountants.epsilon reduces it first
+    if not isinstance(s, (Poisson, FixedSize, TruncatedPoisson)):  # e.g. Shuffle: accountants.epsilon reduces it first
         return f"pld: no per-step dominating pair for {type(s).__name__} sampling (use accountants.epsilon/delta)"
     if spec.group_size != 1:
         if not isinstance(s, Poisson) or spec.neighbouring is not Neighbouring.ADD_REMOVE:
@@ -458,6 +493,8 @@ def step_pairs(spec: DPSGD) -> StepPairs:
         raise UnsupportedError(reason)
     sigma = spec.noise_multiplier
     s = spec.sampling
+    if isinstance(s, TruncatedPoisson):
+        return truncated_poisson_pairs(spec)
     if isinstance(s, Poisson):
         q = float(s.rate)
         k = spec.group_size
@@ -510,3 +547,46 @@ def step_pairs(spec: DPSGD) -> StepPairs:
         PoissonAdd(sigma, q=q, shift=2.0),
         "fixed-size WOR add/remove: mixture pair with shift 2C and weight b/n (docs/dominating-pairs.md §4)",
     )
+
+
+def _labelled(parts: list[tuple[float, MixturePair]]) -> MixturePair | LabelledPair:
+    """The labelled pair of the parts of weight > 0 (the part itself when only one is left)."""
+    kept = tuple((w, p) for w, p in parts if w > 0.0)
+    return kept[0][1] if len(kept) == 1 else LabelledPair(kept)
+
+
+def truncated_poisson_pairs(spec: DPSGD) -> StepPairs:
+    """Dominating pairs of one truncated-Poisson step (docs/dominating-pairs.md §4c).  Bound: upper.
+
+    With π = P(K ≥ B) and γ̄ = E[qB/(K+1) | K ≥ B] (K the other records drawn,
+    :func:`accountants.truncated_poisson.truncation_split`): the label {K ≥ B} is revealed; below it the
+    Poisson pair (weight q, shift C), at or above it the replacement pair (weight γ̄, shift 2C). Add/remove
+    composes four ordered directions: removal and addition for a dataset of m = n and of m = n + 1 records
+    (the record removed from, or added to, the n records). Replace-one: m = n, the ±C Poisson pair and the
+    symmetrised shift-2C pair of §4b.
+    """
+    from ..truncated_poisson import truncation_split
+
+    s: TruncatedPoisson = spec.sampling  # type: ignore[assignment]
+    sigma, q, n = spec.noise_multiplier, float(s.rate), int(s.dataset_size)
+    theorem = (
+        f"truncated Poisson (B={s.max_batch_size}, n={n}): label K >= B revealed (joint convexity; "
+        "the rest of a truncated batch has one law whatever K), Poisson pair below, shift-2C pair of weight "
+        "E[qB/(K+1) | K >= B] above (docs/dominating-pairs.md §4c; the split of Ganesh 2025, arXiv 2508.15089); "
+        "pi rounded to nearest (delta moves <= 2^-53 per step)"
+    )
+    if spec.neighbouring is Neighbouring.REPLACE_ONE:
+        pi, gamma = truncation_split(s, n)
+        base: MixturePair = GaussianShift(sigma, shift=2.0) if q >= 1.0 else PoissonReplace(sigma, q=q, shift=1.0)
+        r = _labelled([(1.0 - pi, base), (pi, SymmetrisedRemove(sigma, q=gamma, shift=2.0))])
+        return StepPairs(r, r, theorem + "; replace-one: the Poisson ±C pair (docs/dominating-pairs.md §3, proof "
+                         "pending) and the symmetrised pair of §4b")
+    pairs: dict[str, MixturePair | LabelledPair] = {}
+    for m, tag in ((n, ""), (n + 1, "_n+1")):
+        pi, gamma = truncation_split(s, m)
+        rm: MixturePair = GaussianShift(sigma, shift=1.0) if q >= 1.0 else PoissonRemove(sigma, q=q, shift=1.0)
+        ad: MixturePair = GaussianShift(sigma, shift=1.0) if q >= 1.0 else PoissonAdd(sigma, q=q, shift=1.0)
+        pairs["remove" + tag] = _labelled([(1.0 - pi, rm), (pi, PoissonRemove(sigma, q=gamma, shift=2.0))])
+        pairs["add" + tag] = _labelled([(1.0 - pi, ad), (pi, PoissonAdd(sigma, q=gamma, shift=2.0))])
+    return StepPairs(pairs["remove"], pairs["add"], theorem,
+                     more=(("remove_n+1", pairs["remove_n+1"]), ("add_n+1", pairs["add_n+1"])))

@@ -75,6 +75,8 @@ def register_step_rdp(
 def _sampling_name(spec: DPSGD) -> str:
     if type(spec.sampling).__name__ == "RandomAllocation":
         return "random-allocation"
+    if type(spec.sampling).__name__ == "TruncatedPoisson":
+        return "truncated-poisson"
     if isinstance(spec.sampling, FixedSize):
         return "fixed-wr" if spec.sampling.replace else "fixed-wor"
     return "poisson"
@@ -133,3 +135,9 @@ _register_fixed_size(register_step_rdp)
 from .random_allocation import register_handlers as _register_random_allocation  # noqa: E402
 
 _register_random_allocation(register_step_rdp)
+
+
+# Truncated Poisson, add/remove (the labelled pair of docs/dominating-pairs.md §4c, per label MTZ 2019).
+from ..truncated_poisson import register_handlers as _register_truncated_poisson  # noqa: E402
+
+_register_truncated_poisson(register_step_rdp)

@@ -39,7 +39,8 @@ def add_parser(sub: Any) -> None:
                    help="sampling kind (aliases: fixed-size = fixed_wor; '-' and '_' are the same); shuffle: "
                         "reshuffled every epoch, then iterated (lower and upper bounds; docs/shuffle.md); "
                         "random-allocation (alias balls-in-bins): each record in --k of every --steps-per-epoch steps "
-                        "(docs/sampling.md)")
+                        "(docs/sampling.md); truncated-poisson (alias truncated): Poisson cut to at most "
+                        "--max-batch-size records, needs --dataset-size (docs/sampling.md)")
     p.add_argument("--sample-rate", type=float, metavar="Q", help="Poisson inclusion probability in (0, 1]")
     p.add_argument("--batch-size", type=int, metavar="B", help="fixed-size batch size")
     p.add_argument("--dataset-size", type=int, metavar="N", help="dataset size")
@@ -47,10 +48,12 @@ def add_parser(sub: Any) -> None:
                    "or give --batch-size B --dataset-size N for t = N/B")
     p.add_argument("--k", type=int, metavar="K", help="random allocation: steps per epoch a record takes part in "
                    "(default 1, balls-in-bins)")
+    p.add_argument("--max-batch-size", type=int, metavar="B", help="truncated Poisson: the largest batch kept (>= 1)")
     p.add_argument("--neighbouring", type=_neighbouring, choices=list(describe.NEIGHBOURING_NAMES),
                    default="add_remove")
     p.add_argument("--group-size", type=int, default=1, metavar="K", help="records protected together (>= 1)")
-    p.add_argument("--method", choices=[*acc.methods(), "all"], default="rdp")
+    p.add_argument("--method", choices=[*acc.methods(), "all"], default=None,
+                   help="default rdp (pld for truncated-poisson: RDP covers it loosely, add/remove only)")
     p.add_argument("--json", action="store_true", help="print one JSON object (format dpaudit.account/2)")
 
 
@@ -96,6 +99,8 @@ def spec_from_args(args: argparse.Namespace) -> acc.DPSGD:
         sampling = describe.make_sampling(kind, sample_rate=rate, key="--sampling")
     elif kind == "random_allocation":
         sampling = _random_allocation(args)
+    elif kind == "truncated_poisson":
+        sampling = _truncated_poisson(args)
     else:
         if args.sample_rate is not None:
             raise InputError(f"--sample-rate applies to --sampling poisson only; --sampling {kind} takes "
@@ -104,6 +109,8 @@ def spec_from_args(args: argparse.Namespace) -> acc.DPSGD:
             raise InputError(f"--sampling {kind} needs --batch-size B and --dataset-size N")
         sampling = describe.make_sampling(kind, batch_size=args.batch_size, dataset_size=args.dataset_size,
                                           key="--sampling")
+    if kind != "truncated_poisson" and getattr(args, "max_batch_size", None) is not None:
+        raise InputError(f"--max-batch-size applies to --sampling truncated-poisson only; got --sampling {kind}")
     if kind != "random_allocation" and (getattr(args, "steps_per_epoch", None) is not None
                                         or getattr(args, "k", None) is not None):
         raise InputError(f"--steps-per-epoch and --k apply to --sampling random-allocation only; got --sampling {kind}")
@@ -136,8 +143,29 @@ def _random_allocation(args: argparse.Namespace) -> acc.RandomAllocation:
     return describe.make_sampling("random_allocation", k=k, steps_per_epoch=t, key="--sampling")  # type: ignore[return-value]
 
 
+def _truncated_poisson(args: argparse.Namespace) -> acc.TruncatedPoisson:
+    """``--max-batch-size B --dataset-size N`` and ``--sample-rate Q`` (or ``--batch-size b`` for q = b/N)."""
+    if getattr(args, "max_batch_size", None) is None or args.dataset_size is None:
+        raise InputError("--sampling truncated_poisson needs --max-batch-size B and --dataset-size N (and "
+                         "--sample-rate Q, or --batch-size b for q = b/N)")
+    if (args.sample_rate is None) == (args.batch_size is None):
+        raise InputError("--sampling truncated_poisson takes one of --sample-rate Q or --batch-size b (q = b/N); "
+                         f"got {'both' if args.sample_rate is not None else 'neither'}")
+    check.integer(1, None, **{"--dataset-size": args.dataset_size, "--max-batch-size": args.max_batch_size})
+    if args.sample_rate is None:
+        check.integer(1, None, **{"--batch-size": args.batch_size})
+        rate = args.batch_size / args.dataset_size
+    else:
+        rate = args.sample_rate
+    return describe.make_sampling("truncated_poisson", sample_rate=rate, max_batch_size=args.max_batch_size,  # type: ignore[return-value]
+                                  dataset_size=args.dataset_size, key="--sampling")
+
+
 def run(args: argparse.Namespace) -> int:
     spec = spec_from_args(args)
+    if args.method is None:   # truncated Poisson: RDP is loose there (add/remove only), PLD is the tight one
+        truncated = isinstance(spec, acc.DPSGD) and isinstance(spec.sampling, acc.TruncatedPoisson)
+        args.method = "pld" if truncated else "rdp"
     if not isinstance(spec, acc.DPSGD):
         return _run_event(args, spec)
     if isinstance(spec.sampling, acc.Shuffle):

@@ -48,6 +48,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--sample-rate", type=float, metavar="Q", help="Poisson inclusion probability in (0, 1]")
     p.add_argument("--batch-size", type=int, metavar="B", help="fixed-size batch size")
     p.add_argument("--dataset-size", type=int, metavar="N", help="dataset size")
+    p.add_argument("--max-batch-size", type=int, metavar="B", help="truncated Poisson: the largest batch kept (>= 1)")
     p.add_argument("--neighbouring", type=_neighbouring, choices=list(describe.NEIGHBOURING_NAMES),
                    default="add_remove")
     p.add_argument("--group-size", type=int, default=1, metavar="K", help="records protected together (>= 1)")

@@ -22,7 +22,7 @@ def test_default_round_trip_and_example_file():
 
 @pytest.mark.parametrize(("text", "message"), [
     ('[training]\nsampling = "cyclic"',
-     "training.sampling must be one of ['fixed_wor', 'poisson', 'random_allocation', 'shuffle']"),
+     "training.sampling must be one of ['fixed_wor', 'poisson', 'random_allocation', 'shuffle', 'truncated_poisson']"),
     ("[training]\nsteps = 0", "training.steps must be an integer ≥ 1; got 0"),
     ("[training]\nsample_rate = 1.5", r"training.sample_rate must be a number in [1e-09, 1]; got 1.5"),
     ("[audit]\nsignificance = 0.7", r"audit.significance must be a number in (0, 0.5); got 0.7"),
