@@ -60,6 +60,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from typing import overload
 
 import numpy as np
 from scipy import special
@@ -98,6 +99,10 @@ def has_shuffle(spec: DPSGD | Composed) -> bool:
     return any(isinstance(getattr(p, "sampling", None), Shuffle) for p in parts)
 
 
+@overload
+def reduce_shuffle(spec: DPSGD) -> DPSGD: ...
+@overload
+def reduce_shuffle(spec: Composed) -> Composed: ...
 def reduce_shuffle(spec: DPSGD | Composed) -> DPSGD | Composed:
     """Each shuffled phase replaced by the full-batch Gaussian run that dominates it (module doc).
 
@@ -109,7 +114,7 @@ def reduce_shuffle(spec: DPSGD | Composed) -> DPSGD | Composed:
             return spec
         return DPSGD(spec.noise_multiplier, Poisson(1.0), shuffle_epochs(spec), spec.neighbouring, spec.group_size)
     if isinstance(spec, Composed):
-        return Composed(tuple(reduce_shuffle(p) for p in spec.parts))  # type: ignore[misc]
+        return Composed(tuple(reduce_shuffle(p) for p in spec.parts))
     return spec
 
 

@@ -321,12 +321,12 @@ class TradeOff:
         return PiecewiseLinearTradeOff.from_dp_pairs(eps, delta)
 
     @staticmethod
-    def from_rdp(orders: Tensor, rdp: Tensor, **kwargs: float | int) -> PiecewiseLinearTradeOff:
+    def from_rdp(orders: Tensor, rdp: Tensor, *, n_alpha: int = 600, margin: float = 1e-12) -> PiecewiseLinearTradeOff:
         """Lower trade-off bound from an RDP curve, over all orders at once.  Bound: lower.
 
         See :func:`rdp_tradeoff_lines` for the formula and its proof.
         """
-        return PiecewiseLinearTradeOff.from_rdp(orders, rdp, **kwargs)
+        return PiecewiseLinearTradeOff.from_rdp(orders, rdp, n_alpha=n_alpha, margin=margin)
 
     @staticmethod
     def from_spec(

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -99,7 +100,7 @@ def discretise(pair: MixturePair, h: float, tail: float, device: torch.device | 
         describe an explicit test.
     """
     device = torch.empty(0).device if device is None else torch.device(device)
-    f64 = dict(dtype=torch.float64, device=device)
+    f64: dict[str, Any] = {"dtype": torch.float64, "device": device}
     x_lo, x_hi = pair.x_range(tail)
     l_lo, l_hi = (float(v) for v in pair.loss(torch.tensor([x_lo, x_hi], **f64)))
     k_lo = math.floor(l_lo / h)
