@@ -9,11 +9,11 @@
 """
 
 from . import describe
-from ._validate import InputError, InputTypeError, UnsupportedError
 from .accountant import Accountant, RDPAccountant
 from .api import calibrate, delta, epsilon, get_method, methods, poisson_epsilon, rdp_curve, register_method, supports
 from .capacity import capacity_divergences, restricted_kl, restricted_renyi
 from .comparison import compare, delta_divergence, symmetric_delta_divergence
+from .errors import InputError, InputTypeError, UnsupportedError
 from .events import DPSGD, Composed
 from .mechanisms import Gaussian, Laplace, RandomizedResponse
 from .orders import DEFAULT_ORDERS, default_orders

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from . import api
-from ._validate import InputError
+from .errors import InputError
 from .events import DPSGD, Composed
 from .results import DeltaBound, EpsilonBound
 from .sampling import FixedSize, Neighbouring, Poisson, RandomAllocation, Shuffle

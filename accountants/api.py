@@ -16,8 +16,8 @@ from typing import Any, Protocol
 import torch
 from torch import Tensor
 
-from . import _validate as check
-from ._validate import InputError, InputTypeError, UnsupportedError
+from . import validate as check
+from .errors import InputError, InputTypeError, UnsupportedError
 from .events import DPSGD, Composed
 from .orders import default_orders, near_one_orders
 from .rdp import delta_from_rdp, eps_from_rdp, rdp_poisson_gaussian, step_rdp, unsupported_reason

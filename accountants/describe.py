@@ -34,7 +34,7 @@ import math
 import re
 from typing import Any
 
-from ._validate import InputError, InputTypeError
+from .errors import InputError, InputTypeError
 from .events import DPSGD, Composed
 from .mechanisms import Gaussian, Laplace, RandomizedResponse
 from .sampling import FixedSize, Neighbouring, Poisson, RandomAllocation, Shuffle

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numbers
 from dataclasses import dataclass, field
 
-from . import _validate as check
-from ._validate import InputError, InputTypeError
+from . import validate as check
+from .errors import InputError, InputTypeError
 from .sampling import FixedSize, Neighbouring, Poisson, RandomAllocation, Shuffle
 
 __all__ = ["DPSGD", "Composed"]

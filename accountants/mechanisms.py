@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import _validate as check
-from ._validate import InputTypeError
+from . import validate as check
+from .errors import InputTypeError
 
 __all__ = ["Gaussian", "Laplace", "RandomizedResponse"]
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from . import _validate as check
-from ._validate import InputError, InputTypeError
+from . import validate as check
+from .errors import InputError, InputTypeError
 
 __all__ = ["FixedSize", "Neighbouring", "Poisson", "RandomAllocation", "Sampling", "Shuffle"]
 

@@ -65,8 +65,8 @@ from typing import overload
 import numpy as np
 from scipy import special
 
-from . import _validate as check
-from ._validate import InputError, UnsupportedError
+from . import validate as check
+from .errors import InputError, UnsupportedError
 from .events import DPSGD, Composed
 from .results import EpsilonBound, check_bracket
 from .sampling import Neighbouring, Poisson, Shuffle

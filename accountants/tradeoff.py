@@ -43,9 +43,9 @@ from typing import TYPE_CHECKING
 import torch
 from torch import Tensor
 
-from . import _validate as check
+from . import validate as check
 from ._numerics import as_float, log1mexp
-from ._validate import InputError, InputTypeError, UnsupportedError
+from .errors import InputError, InputTypeError, UnsupportedError
 from .mechanisms import Gaussian, Laplace, RandomizedResponse
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -28,8 +28,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from accountants import _validate as check
-from accountants._validate import InputError, InputTypeError
+from accountants import validate as check
+from accountants.errors import InputError, InputTypeError
 
 from . import samplers
 

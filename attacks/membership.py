@@ -49,8 +49,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from accountants import _validate as check
-from accountants._validate import InputError, InputTypeError
+from accountants import validate as check
+from accountants.errors import InputError, InputTypeError
 from accountants.events import DPSGD
 from accountants.sampling import FixedSize, Poisson, Shuffle
 

@@ -82,8 +82,8 @@ import torch
 from torch import Tensor, nn
 from tqdm.auto import tqdm
 
-from accountants import _validate as check
-from accountants._validate import InputError, InputTypeError
+from accountants import validate as check
+from accountants.errors import InputError, InputTypeError
 from accountants.events import DPSGD
 from accountants.sampling import Poisson
 

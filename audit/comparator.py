@@ -36,8 +36,8 @@ import scipy.stats
 import torch
 
 import accountants as acc
-from accountants._validate import InputError, InputTypeError, UnsupportedError
 from accountants.comparison import delta_divergence
+from accountants.errors import InputError, InputTypeError, UnsupportedError
 from accountants.events import DPSGD
 from accountants.reconstruction import rero_bound
 from accountants.tradeoff import TradeOff

@@ -40,9 +40,9 @@ from typing import Any
 
 import numpy as np
 
-from accountants._validate import InputError, InputTypeError
 from accountants.describe import describe
 from accountants.describe import from_dict as spec_from_dict
+from accountants.errors import InputError, InputTypeError
 from accountants.events import DPSGD
 
 from .statistics import EpsilonLowerBound, GdpEstimate, GdpLowerBound

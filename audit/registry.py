@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from accountants._validate import InputError
+from accountants.errors import InputError
 from attacks import canaries as canaries_mod
 from attacks import conformance_record
 from attacks import faults as faults_mod

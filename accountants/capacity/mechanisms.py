@@ -11,8 +11,8 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-from .. import _validate as check
-from .._validate import InputError, InputTypeError, UnsupportedError
+from .. import validate as check
+from ..errors import InputError, InputTypeError, UnsupportedError
 from ..events import DPSGD
 from ..mechanisms import Gaussian, Laplace
 from ..rdp.mechanisms import rdp_gaussian, rdp_laplace

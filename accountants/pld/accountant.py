@@ -21,8 +21,8 @@ import mpmath
 import torch
 from torch import Tensor
 
-from .. import _validate as check
-from .._validate import InputError, InputTypeError, UnsupportedError
+from .. import validate as check
+from ..errors import InputError, InputTypeError, UnsupportedError
 from ..events import DPSGD, Composed
 from ..results import DeltaBound, EpsilonBound
 from .compose import ComposedPLD, chernoff_tilt, compose, fast_length, window

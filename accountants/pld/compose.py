@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from .._validate import InputError, UnsupportedError
+from ..errors import InputError, UnsupportedError
 from .discretise import DiscreteStep
 
 __all__ = [

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from .._validate import UnsupportedError
+from ..errors import UnsupportedError
 from ..events import DPSGD
 from ..sampling import FixedSize, Neighbouring, Poisson
 

@@ -8,9 +8,9 @@ import sys
 from typing import Any
 
 import accountants as acc
-from accountants import _validate as check
 from accountants import describe
-from accountants._validate import InputError
+from accountants import validate as check
+from accountants.errors import InputError
 from accountants.results import check_bracket
 from audit import formatting as fmt
 

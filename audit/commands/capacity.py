@@ -18,7 +18,7 @@ import torch
 import accountants as acc
 from accountants import capacity as cap
 from accountants import describe
-from accountants._validate import InputError
+from accountants.errors import InputError
 
 JSON_FORMAT = "dpaudit.capacity/2"  # /2: "mechanism" is accountants.describe.to_dict
 ALL_CLASSES = ("linear", "poly2", "poly3")
