@@ -10,7 +10,18 @@
 
 from . import describe
 from .accountant import Accountant, RDPAccountant
-from .api import calibrate, delta, epsilon, get_method, methods, poisson_epsilon, rdp_curve, register_method, supports
+from .api import (
+    calibrate,
+    delta,
+    epsilon,
+    get_method,
+    methods,
+    poisson_epsilon,
+    rdp_curve,
+    register_method,
+    shuffle_bounds,
+    supports,
+)
 from .capacity import capacity_divergences, restricted_kl, restricted_renyi
 from .comparison import compare, delta_divergence, symmetric_delta_divergence
 from .errors import InputError, InputTypeError, UnsupportedError
@@ -24,7 +35,7 @@ from .rdp.group import compare_group_bounds, rdp_poisson_gaussian_group, rdp_poi
 from .reconstruction import rero_bound
 from .results import DeltaBound, EpsilonBound
 from .sampling import FixedSize, Neighbouring, Poisson, RandomAllocation, Shuffle
-from .shuffle import ShuffleBounds, shuffle_bounds, shuffle_lower_epsilon
+from .shuffle import ShuffleBounds, shuffle_lower_epsilon
 from .tradeoff import TradeOff, tradeoff_curve
 
 __all__ = [

@@ -59,7 +59,7 @@ lower end above its upper end raises :class:`accountants.results.BracketError` (
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import overload
 
 import numpy as np
@@ -75,7 +75,6 @@ __all__ = [
     "ShuffleBounds",
     "has_shuffle",
     "reduce_shuffle",
-    "shuffle_bounds",
     "shuffle_epochs",
     "shuffle_lower_delta",
     "shuffle_lower_epsilon",
@@ -483,19 +482,3 @@ class ShuffleBounds:
 
     def __post_init__(self) -> None:
         check_bracket(self.lower, self.upper.value, "epsilon")  # a lower end above the upper is a bug
-
-
-def shuffle_bounds(spec: DPSGD, delta: float, method: str = "pld") -> ShuffleBounds:
-    """Lower and upper ε of a shuffled run, and the Poisson ε at q = b/n for comparison."""
-    from . import api
-
-    if not isinstance(spec, DPSGD) or not isinstance(spec.sampling, Shuffle):
-        raise InputError("shuffle_bounds takes a DPSGD with accountants.Shuffle sampling")
-    upper = api.epsilon(spec, delta, method=method)
-    poisson_spec = replace(spec, sampling=Poisson(spec.sampling.rate))
-    poisson = api.epsilon(poisson_spec, delta, method=method)
-    try:
-        lower: float | None = shuffle_lower_epsilon(spec, delta)
-    except UnsupportedError:
-        lower = None
-    return ShuffleBounds(lower, upper, poisson)
