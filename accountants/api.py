@@ -164,7 +164,7 @@ class RdpMethod:
         return DeltaBound(float(d), epsilon, method=self.name, order=float(order), theorem=thm)
 
 
-def _eps_at(curve: Tensor, orders: Tensor, *, delta: float, warn: bool = False) -> tuple[Tensor, Tensor]:
+def _eps_at(curve: Tensor, orders: Tensor, *, delta: Tensor | float, warn: bool = False) -> tuple[Tensor, Tensor]:
     return eps_from_rdp(curve, orders, delta, warn=warn)
 
 

@@ -403,6 +403,7 @@ def _lower_plds(spec: DPSGD | Composed, h: float) -> list[tuple[_EpochPLD, float
     epochs: list[tuple[float, int, int, int, int]] = []  # (σ, batches, slots, n, count), ≤ MAX_EPOCHS in all
     budget = MAX_EPOCHS
     for p in parts:
+        assert isinstance(p.sampling, Shuffle)  # checked above
         for batches, slots, count in _epoch_types(p):
             used = min(count, budget)
             if used:

@@ -285,7 +285,8 @@ class TradeOff:
                         f"randomized response has no sensitivity parameter; got sensitivity={sensitivity:g}"
                     )
                 eps = math.log(p / (1.0 - p))
-                out = PiecewiseLinearTradeOff.from_dp_pairs([eps], [0.0])
+                f64 = torch.float64
+                out = PiecewiseLinearTradeOff.from_dp_pairs(torch.tensor([eps], dtype=f64), torch.zeros(1, dtype=f64))
                 return PiecewiseLinearTradeOff(
                     out.alpha, out.beta, bound="exact", description=f"randomized response p={p:g}", symmetric=True
                 )

@@ -20,7 +20,7 @@ from torch import Tensor
 
 from accountants import validate as check
 from accountants.errors import InputError, InputTypeError
-from accountants.sampling import FixedSize, Poisson, Shuffle
+from accountants.sampling import FixedSize, Poisson, RandomAllocation, Shuffle
 
 __all__ = ["fixed_size_with_replacement", "fixed_size_without_replacement", "poisson", "sample_counts", "shuffled",
            "shuffled_slots"]
@@ -206,7 +206,7 @@ def sample_counts(
             )
 
 
-def expected_batch_size(sampling: Poisson | FixedSize | Shuffle, dataset_size: int) -> float:
+def expected_batch_size(sampling: Poisson | FixedSize | Shuffle | RandomAllocation, dataset_size: int) -> float:
     """The public normaliser of DP-SGD: q·N for Poisson, b for fixed-size and shuffled batches (never the realised)."""
     match sampling:
         case Poisson(rate=q):

@@ -57,7 +57,7 @@ import numpy as np
 from scipy import special, stats
 
 from accountants.events import DPSGD
-from accountants.sampling import Poisson
+from accountants.sampling import Poisson, RandomAllocation
 
 from . import model
 
@@ -88,7 +88,7 @@ _FLOOR = 1e-8  # attacks.conformance_record.FRESH_FLOOR
 def inclusion_rate(spec: DPSGD) -> float:
     """The claimed probability that a given record is in a given step's batch."""
     s = spec.sampling
-    if isinstance(s, Poisson):
+    if isinstance(s, (Poisson, RandomAllocation)):  # q; k of every t steps: k/t
         return float(s.rate)
     return float(s.batch_size) / float(s.dataset_size)
 

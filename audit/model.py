@@ -590,7 +590,7 @@ def _decode(tp: Any, value: Any, where: str) -> Any:
         if not isinstance(spec, DPSGD):
             raise InputTypeError(f"{where} must describe one DPSGD; got {type(spec).__name__}")
         return spec
-    if dataclasses.is_dataclass(tp):
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         return from_dict(tp, value, where=where)
     if tp is float:
         if value is None:

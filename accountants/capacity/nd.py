@@ -31,6 +31,7 @@ def _mahalanobis_shift(v: Tensor, sigma: Tensor | float | None, cov: Tensor | No
         s = as_float64(sigma)
         check.positive(sigma=s)
         return torch.linalg.vector_norm(v, dim=-1) / s
+    assert cov is not None  # exactly one of sigma and cov, checked above
     c = as_float64(cov)
     if c.ndim < 2 or c.shape[-1] != c.shape[-2] or c.shape[-1] != v.shape[-1]:
         raise InputError(f"cov must have shape (..., d, d) with d = {v.shape[-1]}; got {tuple(c.shape)}")

@@ -110,7 +110,7 @@ def _power(z: Tensor, t: int) -> tuple[Tensor, Tensor]:
         t >>= 1
         if t:
             base = base * base
-    return out, keep
+    return (torch.ones_like(z) if out is None else out), keep  # t = 0: z^0 = 1
 
 
 def fft_compose(arrs: list[tuple[Tensor, int]]) -> tuple[Tensor, list[float], list[float]]:

@@ -233,6 +233,7 @@ def _run_event(args: argparse.Namespace, spec: Any) -> int:
 
 def _shuffle_header(spec: acc.DPSGD) -> str:
     s = spec.sampling
+    assert isinstance(s, acc.Shuffle)  # called for shuffled runs only
     return (f"DP-SGD: noise_multiplier={spec.noise_multiplier:g}, shuffled batches of {s.batch_size} of "
             f"{s.dataset_size} ({s.steps_per_epoch} steps per epoch), steps={spec.steps}, "
             f"neighbouring={spec.neighbouring.label}, group_size={spec.group_size}")
