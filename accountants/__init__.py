@@ -9,11 +9,22 @@
 """
 
 from . import describe
-from ._validate import InputError, InputTypeError, UnsupportedError
 from .accountant import Accountant, RDPAccountant
-from .api import calibrate, delta, epsilon, get_method, methods, poisson_epsilon, rdp_curve, register_method, supports
+from .api import (
+    calibrate,
+    delta,
+    epsilon,
+    get_method,
+    methods,
+    poisson_epsilon,
+    rdp_curve,
+    register_method,
+    shuffle_bounds,
+    supports,
+)
 from .capacity import capacity_divergences, restricted_kl, restricted_renyi
 from .comparison import compare, delta_divergence, symmetric_delta_divergence
+from .errors import InputError, InputTypeError, UnsupportedError
 from .events import DPSGD, Composed
 from .mechanisms import Gaussian, Laplace, RandomizedResponse
 from .orders import DEFAULT_ORDERS, default_orders
@@ -24,7 +35,7 @@ from .rdp.group import compare_group_bounds, rdp_poisson_gaussian_group, rdp_poi
 from .reconstruction import rero_bound
 from .results import DeltaBound, EpsilonBound
 from .sampling import FixedSize, Neighbouring, Poisson, RandomAllocation, Shuffle, TruncatedPoisson
-from .shuffle import ShuffleBounds, shuffle_bounds, shuffle_lower_epsilon
+from .shuffle import ShuffleBounds, shuffle_lower_epsilon
 from .tradeoff import TradeOff, tradeoff_curve
 
 __all__ = [

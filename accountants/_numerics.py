@@ -12,7 +12,7 @@ import math
 import torch
 from torch import Tensor
 
-from ._validate import InputError
+from .errors import InputError
 
 __all__ = [
     "LN2",

@@ -15,10 +15,10 @@ from __future__ import annotations
 from typing import Any
 
 from . import api
-from ._validate import InputError
+from .errors import InputError
 from .events import DPSGD, Composed
 from .results import DeltaBound, EpsilonBound
-from .sampling import FixedSize, Neighbouring, Poisson, Shuffle, TruncatedPoisson
+from .sampling import FixedSize, Neighbouring, Poisson, RandomAllocation, Shuffle, TruncatedPoisson
 
 __all__ = ["Accountant", "RDPAccountant"]
 
@@ -45,7 +45,7 @@ class Accountant:
         self,
         *,
         noise_multiplier: float,
-        sampling: Poisson | FixedSize | Shuffle | TruncatedPoisson | None = None,
+        sampling: Poisson | FixedSize | Shuffle | RandomAllocation | TruncatedPoisson | None = None,
         sample_rate: float | None = None,
         steps: int = 1,
     ) -> Accountant:
@@ -108,6 +108,8 @@ class Accountant:
                 sd = {"kind": "poisson", "rate": s.rate}
             elif isinstance(s, Shuffle):
                 sd = {"kind": "shuffle", "batch_size": s.batch_size, "dataset_size": s.dataset_size}
+            elif isinstance(s, RandomAllocation):
+                sd = {"kind": "random_allocation", "k": s.k, "steps_per_epoch": s.steps_per_epoch}
             else:
                 sd = {"kind": "fixed", "batch_size": s.batch_size, "dataset_size": s.dataset_size, "replace": s.replace}
             return {"noise_multiplier": p.noise_multiplier, "sampling": sd, "steps": p.steps}
@@ -129,16 +131,18 @@ class Accountant:
         for h in state["history"]:
             sd = h["sampling"]
             if sd["kind"] == "poisson":
-                sampling: Poisson | FixedSize | Shuffle | TruncatedPoisson = Poisson(sd["rate"])
+                sampling: Poisson | FixedSize | Shuffle | RandomAllocation | TruncatedPoisson = Poisson(sd["rate"])
             elif sd["kind"] == "fixed":
                 sampling = FixedSize(sd["batch_size"], sd["dataset_size"], sd["replace"])
             elif sd["kind"] == "shuffle":
                 sampling = Shuffle(sd["batch_size"], sd["dataset_size"])
+            elif sd["kind"] == "random_allocation":
+                sampling = RandomAllocation(sd["k"], sd["steps_per_epoch"])
             elif sd["kind"] == "truncated_poisson":
                 sampling = TruncatedPoisson(sd["rate"], sd["max_batch_size"], sd["dataset_size"])
             else:
-                raise InputError(f"sampling kind must be 'poisson', 'fixed', 'shuffle' or 'truncated_poisson'; got "
-                                 f"{sd['kind']!r}")
+                raise InputError("sampling kind must be 'poisson', 'fixed', 'shuffle', 'random_allocation' or "
+                                 f"'truncated_poisson'; got {sd['kind']!r}")
             acct.step(noise_multiplier=h["noise_multiplier"], sampling=sampling, steps=h["steps"])
         return acct
 

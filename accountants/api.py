@@ -16,14 +16,16 @@ from typing import Any, Protocol
 import torch
 from torch import Tensor
 
-from . import _validate as check
-from ._validate import InputError, InputTypeError, UnsupportedError
+from . import shuffle
+from . import validate as check
+from .errors import InputError, InputTypeError, UnsupportedError
 from .events import DPSGD, Composed
 from .orders import default_orders, near_one_orders
 from .rdp import delta_from_rdp, eps_from_rdp, rdp_poisson_gaussian, step_rdp, unsupported_reason
 from .rdp.conversion import minimise_over_orders, steps_factor
 from .results import DeltaBound, EpsilonBound
-from .shuffle import has_shuffle, reduce_shuffle, upper_theorem
+from .sampling import Poisson, Shuffle
+from .shuffle import ShuffleBounds, has_shuffle, reduce_shuffle, upper_theorem
 
 __all__ = [
     "Method",
@@ -35,6 +37,7 @@ __all__ = [
     "poisson_epsilon",
     "rdp_curve",
     "register_method",
+    "shuffle_bounds",
     "supports",
 ]
 
@@ -44,8 +47,9 @@ Spec = DPSGD | Composed
 class Method(Protocol):
     """An accounting method: every check of ``epsilon``/``delta`` is also done by ``unsupported``.
 
-    Optionally ``tradeoff(spec, *, eps_grid, options) -> TradeOff``, its lower trade-off curve;
-    without it :meth:`accountants.TradeOff.from_spec` builds one from ``delta`` on an ε grid. The
+    Optionally ``tradeoff(spec, *, eps_grid, options) -> TradeOff``, its lower trade-off curve, or
+    ``curve(spec, orders) -> (RDP curve, theorem)``, from which :meth:`accountants.TradeOff.from_spec`
+    builds the RDP-derived curve; without either it builds one from ``delta`` on an ε grid. The
     CLI (``account``, ``compare``), the audit's curves and the report list every registered method.
     """
 
@@ -122,12 +126,6 @@ class RdpMethod:
                 return reason
         return None
 
-    def tradeoff(self, spec: Spec, *, eps_grid: Tensor | None = None, options: dict | None = None):
-        """The RDP-derived lower trade-off curve (``TradeOff.from_rdp`` over the default orders)."""
-        from .tradeoff import TradeOff
-
-        return TradeOff._from_rdp_method(spec)
-
     def curve(self, spec: Spec, orders: Tensor | None = None) -> tuple[Tensor, str | None]:
         orders = self.orders if orders is None else orders
         total = torch.zeros_like(orders)
@@ -166,7 +164,7 @@ class RdpMethod:
         return DeltaBound(float(d), epsilon, method=self.name, order=float(order), theorem=thm)
 
 
-def _eps_at(curve: Tensor, orders: Tensor, *, delta: float, warn: bool = False) -> tuple[Tensor, Tensor]:
+def _eps_at(curve: Tensor, orders: Tensor, *, delta: Tensor | float, warn: bool = False) -> tuple[Tensor, Tensor]:
     return eps_from_rdp(curve, orders, delta, warn=warn)
 
 
@@ -405,3 +403,17 @@ def calibrate(
                 g_hi *= 0.5
             side = -1
     return math.exp(hi)
+
+
+def shuffle_bounds(spec: DPSGD, delta: float, method: str = "pld") -> ShuffleBounds:
+    """Lower and upper ε of a shuffled run, and the Poisson ε at q = b/n for comparison (docs/shuffle.md)."""
+    if not isinstance(spec, DPSGD) or not isinstance(spec.sampling, Shuffle):
+        raise InputError("shuffle_bounds takes a DPSGD with accountants.Shuffle sampling")
+    upper = epsilon(spec, delta, method=method)
+    poisson_spec = dataclasses.replace(spec, sampling=Poisson(spec.sampling.rate))
+    poisson = epsilon(poisson_spec, delta, method=method)
+    try:
+        lower: float | None = shuffle.shuffle_lower_epsilon(spec, delta)
+    except UnsupportedError:
+        lower = None
+    return ShuffleBounds(lower, upper, poisson)

@@ -28,8 +28,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from . import _validate as check
-from ._validate import InputError, InputTypeError, UnsupportedError
+from . import validate as check
+from .errors import InputError, InputTypeError, UnsupportedError
 from .tradeoff import GaussianTradeOff, PiecewiseLinearTradeOff, TradeOff
 
 __all__ = [

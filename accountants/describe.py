@@ -2,7 +2,8 @@
 
 Every front end — TOML configs, CLI flags, JSON results, ``dpaudit compare``/``capacity``
 mechanism strings, the resume identity of a run folder — builds and prints descriptions through
-this module, so a spelling means the same thing everywhere.
+this module, so a spelling means the same thing everywhere. The dict round trip (:func:`to_dict`,
+:func:`from_dict`) is the generic one of :mod:`accountants.serialise`, re-exported here.
 
 Canonical spellings (older ones are accepted as aliases, case-insensitive, ``-`` ≡ ``_``):
 
@@ -36,10 +37,11 @@ import math
 import re
 from typing import Any
 
-from ._validate import InputError, InputTypeError
+from .errors import InputError, InputTypeError
 from .events import DPSGD, Composed
 from .mechanisms import Gaussian, Laplace, RandomizedResponse
 from .sampling import FixedSize, Neighbouring, Poisson, RandomAllocation, Shuffle, TruncatedPoisson
+from .serialise import SPEC_FORMAT, Description, from_dict, to_dict
 
 __all__ = [
     "MECHANISM_KINDS",
@@ -56,8 +58,6 @@ __all__ = [
     "to_dict",
 ]
 
-SPEC_FORMAT = "dpaudit.spec/1"
-
 # canonical kind -> the parameters it needs
 SAMPLING_KINDS: dict[str, tuple[str, ...]] = {
     "poisson": ("sample_rate",),
@@ -67,17 +67,7 @@ SAMPLING_KINDS: dict[str, tuple[str, ...]] = {
     "random_allocation": ("k", "steps_per_epoch"),
     "truncated_poisson": ("sample_rate", "max_batch_size", "dataset_size"),
 }
-_SAMPLING_ALIASES = {
-    "fixed_size": "fixed_wor",
-    "fixed_size_wor": "fixed_wor",
-    "fixed_size_wr": "fixed_wr",
-    "without_replacement": "fixed_wor",
-    "with_replacement": "fixed_wr",
-    "shuffled": "shuffle",
-    "balls_in_bins": "random_allocation",
-    "truncated": "truncated_poisson",
-    "truncated_poisson_sampling": "truncated_poisson",
-}
+_SAMPLING_ALIASES = {**FixedSize.ALIASES, **Shuffle.ALIASES, **RandomAllocation.ALIASES, **TruncatedPoisson.ALIASES}
 NEIGHBOURING_NAMES = tuple(m.value for m in Neighbouring)
 
 # mechanism kind -> (required keys, optional keys)
@@ -111,27 +101,13 @@ def parse_sampling_kind(name: str, *, key: str = "sampling") -> str:
 
 def parse_neighbouring(name: str | Neighbouring, *, key: str = "neighbouring") -> Neighbouring:
     """The :class:`Neighbouring` for any accepted spelling; ``InputError`` names ``key``."""
-    if isinstance(name, Neighbouring):
-        return name
-    k = _norm(name)
-    for member in Neighbouring:
-        if member.value == k:
-            return member
-    raise InputError(f"{key} must be one of {list(NEIGHBOURING_NAMES)}; got {name!r}")
+    return Neighbouring.parse(name, key=key)
 
 
 def sampling_kind(sampling: Poisson | FixedSize | Shuffle | RandomAllocation | TruncatedPoisson) -> str:
     """The canonical kind of a sampling description."""
-    if isinstance(sampling, TruncatedPoisson):
-        return "truncated_poisson"
-    if isinstance(sampling, Poisson):
-        return "poisson"
-    if isinstance(sampling, RandomAllocation):
-        return "random_allocation"
-    if isinstance(sampling, Shuffle):
-        return "shuffle"
-    if isinstance(sampling, FixedSize):
-        return "fixed_wr" if sampling.replace else "fixed_wor"
+    if isinstance(sampling, (Poisson, FixedSize, Shuffle, RandomAllocation, TruncatedPoisson)):
+        return sampling.kind
     raise InputTypeError(
         "sampling must be Poisson, FixedSize, Shuffle, RandomAllocation or TruncatedPoisson; "
         f"got {type(sampling).__name__}"
@@ -166,114 +142,6 @@ def make_sampling(kind: str, *, sample_rate: float | None = None, batch_size: in
     if kind == "truncated_poisson":
         return TruncatedPoisson(sample_rate, max_batch_size, dataset_size)  # type: ignore[arg-type]
     return FixedSize(batch_size, dataset_size, replace=kind == "fixed_wr")  # type: ignore[arg-type]
-
-
-# ----------------------------------------------------------------------------------- dict round trip
-
-
-def _sampling_to_dict(s: Poisson | FixedSize | Shuffle | RandomAllocation | TruncatedPoisson) -> dict[str, Any]:
-    kind = sampling_kind(s)
-    if isinstance(s, TruncatedPoisson):
-        return {"kind": kind, "rate": float(s.rate), "max_batch_size": int(s.max_batch_size),
-                "dataset_size": int(s.dataset_size)}
-    if kind == "poisson":
-        return {"kind": kind, "rate": float(s.rate)}
-    if isinstance(s, RandomAllocation):
-        return {"kind": kind, "k": int(s.k), "steps_per_epoch": int(s.steps_per_epoch)}
-    return {"kind": kind, "batch_size": int(s.batch_size), "dataset_size": int(s.dataset_size)}  # type: ignore[union-attr]
-
-
-def _sampling_from_dict(d: Any, where: str) -> Poisson | FixedSize | Shuffle | RandomAllocation | TruncatedPoisson:
-    if not isinstance(d, dict):
-        raise InputTypeError(f"{where} must be a table/object; got {type(d).__name__}")
-    _keys(d, where, required=("kind",), optional=("rate", "batch_size", "dataset_size", "k", "steps_per_epoch",
-                                                         "max_batch_size"))
-    kind = parse_sampling_kind(d["kind"], key=f"{where}.kind")
-    if kind == "poisson":
-        _keys(d, where, required=("kind", "rate"), optional=())
-        return Poisson(d["rate"])
-    if kind == "random_allocation":
-        _keys(d, where, required=("kind", "k", "steps_per_epoch"), optional=())
-        return RandomAllocation(d["k"], d["steps_per_epoch"])
-    if kind == "truncated_poisson":
-        _keys(d, where, required=("kind", "rate", "max_batch_size", "dataset_size"), optional=())
-        return TruncatedPoisson(d["rate"], d["max_batch_size"], d["dataset_size"])
-    _keys(d, where, required=("kind", "batch_size", "dataset_size"), optional=())
-    if kind == "shuffle":
-        return Shuffle(d["batch_size"], d["dataset_size"])
-    return FixedSize(d["batch_size"], d["dataset_size"], replace=kind == "fixed_wr")
-
-
-def _keys(d: dict[str, Any], where: str, *, required: tuple[str, ...], optional: tuple[str, ...]) -> None:
-    missing = [k for k in required if k not in d]
-    unknown = sorted(set(d) - set(required) - set(optional) - {"format"})
-    if missing:
-        raise InputError(f"{where} is missing {', '.join(missing)}")
-    if unknown:
-        raise InputError(f"{where} has unknown key {unknown[0]!r}; allowed: {sorted((*required, *optional))}")
-
-
-def to_dict(obj: DPSGD | Composed | Poisson | FixedSize | Gaussian | Laplace | RandomizedResponse) -> dict[str, Any]:
-    """A JSON/TOML-ready dict of a description; :func:`from_dict` inverts it exactly.
-
-    Top-level DPSGD and Composed dicts carry ``"format": SPEC_FORMAT``; nested parts do not.
-    Floats are kept as Python floats (their ``repr`` round-trips bit for bit through JSON).
-    """
-    if isinstance(obj, DPSGD):
-        return {"format": SPEC_FORMAT, **_dpsgd_body(obj)}
-    if isinstance(obj, Composed):
-        return {"format": SPEC_FORMAT, "kind": "composed", "parts": [_dpsgd_body(p) for p in obj.parts]}
-    if isinstance(obj, (Poisson, FixedSize, Shuffle, RandomAllocation, TruncatedPoisson)):
-        return _sampling_to_dict(obj)
-    if isinstance(obj, Gaussian):
-        return {"kind": "gaussian", "sigma": float(obj.sigma)}
-    if isinstance(obj, Laplace):
-        return {"kind": "laplace", "b": float(obj.b)}
-    if isinstance(obj, RandomizedResponse):
-        return {"kind": "randomized_response", "p": float(obj.p)}
-    raise InputTypeError(f"cannot describe {type(obj).__name__}")
-
-
-def _dpsgd_body(s: DPSGD) -> dict[str, Any]:
-    return {"kind": "dpsgd", "noise_multiplier": float(s.noise_multiplier), "sampling": _sampling_to_dict(s.sampling),
-            "steps": int(s.steps), "neighbouring": s.neighbouring.value, "group_size": int(s.group_size)}
-
-
-def from_dict(d: Any, *, where: str = "spec") -> Any:
-    """Inverse of :func:`to_dict`; an unknown format, kind or key is an ``InputError`` naming it."""
-    if not isinstance(d, dict):
-        raise InputTypeError(f"{where} must be a table/object; got {type(d).__name__}")
-    fmt = d.get("format", SPEC_FORMAT)
-    if fmt != SPEC_FORMAT:
-        raise InputError(f"{where}.format is {fmt!r}; this dpaudit reads {SPEC_FORMAT!r}")
-    kind = _norm(d.get("kind", ""))
-    match kind:
-        case "dpsgd":
-            _keys(d, where, required=("kind", "noise_multiplier", "sampling", "steps"),
-                  optional=("neighbouring", "group_size"))
-            return DPSGD(d["noise_multiplier"], _sampling_from_dict(d["sampling"], f"{where}.sampling"), d["steps"],
-                         parse_neighbouring(d.get("neighbouring", "add_remove"), key=f"{where}.neighbouring"),
-                         d.get("group_size", 1))
-        case "composed":
-            _keys(d, where, required=("kind", "parts"), optional=())
-            if not isinstance(d["parts"], list):
-                raise InputTypeError(f"{where}.parts must be a list")
-            return Composed(tuple(from_dict(p, where=f"{where}.parts[{i}]") for i, p in enumerate(d["parts"])))
-        case ("poisson" | "fixed_wor" | "fixed_wr" | "fixed_size" | "shuffle" | "random_allocation"
-              | "truncated_poisson"):
-            return _sampling_from_dict(d, where)
-        case "gaussian":
-            _keys(d, where, required=("kind", "sigma"), optional=())
-            return Gaussian(d["sigma"])
-        case "laplace":
-            _keys(d, where, required=("kind", "b"), optional=())
-            return Laplace(d["b"])
-        case "randomized_response":
-            _keys(d, where, required=("kind", "p"), optional=())
-            return RandomizedResponse(d["p"])
-    allowed = ["composed", "dpsgd", "fixed_wor", "fixed_wr", "gaussian", "laplace", "poisson", "random_allocation",
-               "randomized_response", "shuffle", "truncated_poisson"]
-    raise InputError(f"{where}.kind must be one of {allowed}; got {d.get('kind')!r}")
 
 
 # ----------------------------------------------------------------------------------- mechanism strings
@@ -360,7 +228,7 @@ def _g(x: float) -> str:
     return f"{x:.6g}"
 
 
-def describe(obj: DPSGD | Composed | Poisson | FixedSize | Gaussian | Laplace | RandomizedResponse) -> str:
+def describe(obj: Description) -> str:
     """The description in words, for reports and messages (never a Python repr)."""
     if isinstance(obj, TruncatedPoisson):
         return (f"truncated Poisson sampling q = {_g(obj.rate)}, at most {obj.max_batch_size} of "

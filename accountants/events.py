@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import numbers
 from dataclasses import dataclass, field
+from typing import ClassVar
 
-from . import _validate as check
-from ._validate import InputError, InputTypeError
+from . import validate as check
+from .errors import InputError, InputTypeError
 from .sampling import FixedSize, Neighbouring, Poisson, RandomAllocation, Shuffle, TruncatedPoisson
+from .serialise import Description, Kinds
 
 __all__ = ["DPSGD", "Composed"]
 
 
 @dataclass(frozen=True, slots=True)
-class DPSGD:
+class DPSGD(Description):
     """DP-SGD: T steps of a subsampled Gaussian mechanism on clipped per-example gradients.
 
     Attributes:
@@ -25,6 +27,9 @@ class DPSGD:
         neighbouring: add/remove (default) or replace-one.
         group_size: K ≥ 1 records protected together (group privacy).
     """
+
+    KINDS: ClassVar[Kinds] = {"dpsgd": {}}
+    FORMAT = True
 
     noise_multiplier: float
     sampling: Poisson | FixedSize | Shuffle | RandomAllocation | TruncatedPoisson
@@ -61,30 +66,17 @@ class DPSGD:
         """The same run with another number of steps."""
         return DPSGD(self.noise_multiplier, self.sampling, steps, self.neighbouring, self.group_size)
 
-    def to_dict(self) -> dict:
-        """Lossless dict form (:func:`accountants.describe.to_dict`)."""
-        from .describe import to_dict
-
-        return to_dict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict) -> DPSGD:
-        """Inverse of :meth:`to_dict` (:func:`accountants.describe.from_dict`); checks the kind."""
-        from .describe import from_dict
-
-        obj = from_dict(d, where="spec")
-        if not isinstance(obj, cls):
-            raise InputTypeError(f"spec describes a {type(obj).__name__}, not a {cls.__name__}")
-        return obj
-
 
 @dataclass(frozen=True, slots=True)
-class Composed:
+class Composed(Description):
     """Heterogeneous training: the composition of several DP-SGD phases, applied in order.
 
     All phases must share the neighbouring relation and group size (the guarantee is about one
     pair of neighbouring datasets).
     """
+
+    KINDS: ClassVar[Kinds] = {"composed": {}}
+    FORMAT = True
 
     parts: tuple[DPSGD, ...] = field(default_factory=tuple)
 
@@ -106,19 +98,3 @@ class Composed:
     def steps(self) -> int:
         """Total number of steps over all phases."""
         return sum(p.steps for p in self.parts)
-
-    def to_dict(self) -> dict:
-        """Lossless dict form (:func:`accountants.describe.to_dict`)."""
-        from .describe import to_dict
-
-        return to_dict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict) -> Composed:
-        """Inverse of :meth:`to_dict` (:func:`accountants.describe.from_dict`); checks the kind."""
-        from .describe import from_dict
-
-        obj = from_dict(d, where="spec")
-        if not isinstance(obj, cls):
-            raise InputTypeError(f"spec describes a {type(obj).__name__}, not a {cls.__name__}")
-        return obj

@@ -9,93 +9,55 @@ never halves or doubles a parameter by hand.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
-from . import _validate as check
-from ._validate import InputTypeError
+from . import validate as check
+from .serialise import Description, Kinds
 
 __all__ = ["Gaussian", "Laplace", "RandomizedResponse"]
 
 
 @dataclass(frozen=True, slots=True)
-class Gaussian:
+class Gaussian(Description):
     """Additive Gaussian noise N(0, (sigma·Δ)^2) on a query of sensitivity Δ.
 
     Attributes:
         sigma: noise standard deviation divided by the sensitivity (the noise multiplier).
     """
 
+    KINDS: ClassVar[Kinds] = {"gaussian": {}}
+    ROLE = "mechanism"
+
     sigma: float
 
     def __post_init__(self) -> None:
         check.positive(sigma=self.sigma)
 
-    def to_dict(self) -> dict:
-        """Lossless dict form (:func:`accountants.describe.to_dict`)."""
-        from .describe import to_dict
-
-        return to_dict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict) -> Gaussian:
-        """Inverse of :meth:`to_dict` (:func:`accountants.describe.from_dict`); checks the kind."""
-        from .describe import from_dict
-
-        obj = from_dict(d, where="mechanism")
-        if not isinstance(obj, cls):
-            raise InputTypeError(f"mechanism describes a {type(obj).__name__}, not a {cls.__name__}")
-        return obj
-
 
 @dataclass(frozen=True, slots=True)
-class Laplace:
+class Laplace(Description):
     """Additive Laplace noise with scale ``b·Δ`` on a query of sensitivity Δ (pure ε = 1/b)."""
+
+    KINDS: ClassVar[Kinds] = {"laplace": {}}
+    ROLE = "mechanism"
 
     b: float
 
     def __post_init__(self) -> None:
         check.positive(b=self.b)
 
-    def to_dict(self) -> dict:
-        """Lossless dict form (:func:`accountants.describe.to_dict`)."""
-        from .describe import to_dict
-
-        return to_dict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict) -> Laplace:
-        """Inverse of :meth:`to_dict` (:func:`accountants.describe.from_dict`); checks the kind."""
-        from .describe import from_dict
-
-        obj = from_dict(d, where="mechanism")
-        if not isinstance(obj, cls):
-            raise InputTypeError(f"mechanism describes a {type(obj).__name__}, not a {cls.__name__}")
-        return obj
-
 
 @dataclass(frozen=True, slots=True)
-class RandomizedResponse:
+class RandomizedResponse(Description):
     """Binary randomized response: report the true bit with probability ``p`` > 1/2.
 
     Pure DP with ε = log(p / (1 - p)).
     """
 
+    KINDS: ClassVar[Kinds] = {"randomized_response": {}}
+    ROLE = "mechanism"
+
     p: float
 
     def __post_init__(self) -> None:
         check.in_range(0.5, 1.0, closed="neither", p=self.p)
-
-    def to_dict(self) -> dict:
-        """Lossless dict form (:func:`accountants.describe.to_dict`)."""
-        from .describe import to_dict
-
-        return to_dict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict) -> RandomizedResponse:
-        """Inverse of :meth:`to_dict` (:func:`accountants.describe.from_dict`); checks the kind."""
-        from .describe import from_dict
-
-        obj = from_dict(d, where="mechanism")
-        if not isinstance(obj, cls):
-            raise InputTypeError(f"mechanism describes a {type(obj).__name__}, not a {cls.__name__}")
-        return obj

@@ -25,9 +25,9 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
-from . import _validate as check
+from . import validate as check
 from ._numerics import as_float, log1mexp, log_binom, log_expm1, log_ndtr
-from ._validate import InputError
+from .errors import InputError
 
 __all__ = [
     "advanced_joint_convexity",

@@ -17,8 +17,8 @@ probability 1 (full epochs) or r/t (a partial one). Post-processing only lowers 
 
 from __future__ import annotations
 
-from . import _validate as check
-from ._validate import UnsupportedError
+from . import validate as check
+from .errors import UnsupportedError
 from .events import DPSGD
 from .results import EpsilonBound, check_bracket
 from .sampling import Neighbouring, RandomAllocation

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from torch import Tensor
 
-from . import _validate as check
-from ._validate import InputTypeError
+from . import validate as check
+from .errors import InputTypeError
 from .tradeoff import TradeOff, _as_input
 
 __all__ = ["rero_bound"]

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
+from typing import ClassVar
 
-from . import _validate as check
-from ._validate import InputError, InputTypeError
+from . import validate as check
+from .errors import InputError, InputTypeError
+from .serialise import Description, Kinds
 
 __all__ = ["FixedSize", "Neighbouring", "Poisson", "RandomAllocation", "Sampling", "Shuffle", "TruncatedPoisson"]
 
@@ -26,11 +28,17 @@ class Neighbouring(enum.Enum):
     REPLACE_ONE = "replace_one"
 
     @classmethod
-    def parse(cls, value: str | Neighbouring) -> Neighbouring:
-        """Accept an enum member or any spelling of :func:`accountants.describe.parse_neighbouring`."""
-        from .describe import parse_neighbouring
-
-        return parse_neighbouring(value)
+    def parse(cls, value: str | Neighbouring, *, key: str = "neighbouring") -> Neighbouring:
+        """An enum member, or its value in any case with ``-`` for ``_``; ``InputError`` names ``key``."""
+        if isinstance(value, Neighbouring):
+            return value
+        if not isinstance(value, str):
+            raise InputTypeError(f"expected a name (string); got {type(value).__name__} {value!r}")
+        name = value.strip().lower().replace("-", "_")
+        for member in cls:
+            if member.value == name:
+                return member
+        raise InputError(f"{key} must be one of {[m.value for m in cls]}; got {value!r}")
 
     @property
     def label(self) -> str:
@@ -43,12 +51,15 @@ class Neighbouring(enum.Enum):
 
 
 @dataclass(frozen=True, slots=True)
-class Poisson:
+class Poisson(Description):
     """Poisson subsampling: each record is included independently with probability ``rate``.
 
     Attributes:
         rate: inclusion probability q in (0, 1].
     """
+
+    KINDS: ClassVar[Kinds] = {"poisson": {}}
+    ROLE = "sampling"
 
     rate: float
 
@@ -60,25 +71,9 @@ class Poisson:
         """Expected batch size divided by the dataset size (= q)."""
         return float(self.rate)
 
-    def to_dict(self) -> dict:
-        """Lossless dict form (:func:`accountants.describe.to_dict`)."""
-        from .describe import to_dict
-
-        return to_dict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict) -> Poisson:
-        """Inverse of :meth:`to_dict` (:func:`accountants.describe.from_dict`); checks the kind."""
-        from .describe import from_dict
-
-        obj = from_dict(d, where="sampling")
-        if not isinstance(obj, cls):
-            raise InputTypeError(f"sampling describes a {type(obj).__name__}, not a {cls.__name__}")
-        return obj
-
 
 @dataclass(frozen=True, slots=True)
-class FixedSize:
+class FixedSize(Description):
     """Fixed-size batches of exactly ``batch_size`` records drawn fresh every step.
 
     Attributes:
@@ -90,6 +85,13 @@ class FixedSize:
 
     Note: a DataLoader that shuffles once per epoch and iterates is *not* this sampler.
     """
+
+    KINDS: ClassVar[Kinds] = {"fixed_wor": {"replace": False}, "fixed_wr": {"replace": True}}
+    ALIASES: ClassVar[dict[str, str]] = {
+        "fixed_size": "fixed_wor", "fixed_size_wor": "fixed_wor", "fixed_size_wr": "fixed_wr",
+        "without_replacement": "fixed_wor", "with_replacement": "fixed_wr",
+    }
+    ROLE = "sampling"
 
     batch_size: int
     dataset_size: int
@@ -110,25 +112,9 @@ class FixedSize:
         """b / n, the expected fraction of the dataset per step."""
         return self.batch_size / self.dataset_size
 
-    def to_dict(self) -> dict:
-        """Lossless dict form (:func:`accountants.describe.to_dict`)."""
-        from .describe import to_dict
-
-        return to_dict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict) -> FixedSize:
-        """Inverse of :meth:`to_dict` (:func:`accountants.describe.from_dict`); checks the kind."""
-        from .describe import from_dict
-
-        obj = from_dict(d, where="sampling")
-        if not isinstance(obj, cls):
-            raise InputTypeError(f"sampling describes a {type(obj).__name__}, not a {cls.__name__}")
-        return obj
-
 
 @dataclass(frozen=True, slots=True)
-class Shuffle:
+class Shuffle(Description):
     """Shuffle once per epoch, then iterate: what a shuffling DataLoader does.
 
     Every epoch draws a uniformly random permutation of the n records and cuts it into
@@ -141,6 +127,10 @@ class Shuffle:
         batch_size: b, 1 ≤ b ≤ n.
         dataset_size: n.
     """
+
+    KINDS: ClassVar[Kinds] = {"shuffle": {}}
+    ALIASES: ClassVar[dict[str, str]] = {"shuffled": "shuffle"}
+    ROLE = "sampling"
 
     batch_size: int
     dataset_size: int
@@ -160,25 +150,9 @@ class Shuffle:
         """⌊n/b⌋ batches per epoch."""
         return self.dataset_size // self.batch_size
 
-    def to_dict(self) -> dict:
-        """Lossless dict form (:func:`accountants.describe.to_dict`)."""
-        from .describe import to_dict
-
-        return to_dict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict) -> Shuffle:
-        """Inverse of :meth:`to_dict` (:func:`accountants.describe.from_dict`); checks the kind."""
-        from .describe import from_dict
-
-        obj = from_dict(d, where="sampling")
-        if not isinstance(obj, cls):
-            raise InputTypeError(f"sampling describes a {type(obj).__name__}, not a {cls.__name__}")
-        return obj
-
 
 @dataclass(frozen=True, slots=True)
-class RandomAllocation:
+class RandomAllocation(Description):
     """Random allocation: every epoch assigns each record to ``k`` of its ``steps_per_epoch`` steps.
 
     The k steps are a uniformly random k-subset of the t steps of the epoch, drawn independently
@@ -191,6 +165,10 @@ class RandomAllocation:
         k: steps per epoch in which a record takes part, 1 ≤ k ≤ steps_per_epoch.
         steps_per_epoch: t ≥ 1.
     """
+
+    KINDS: ClassVar[Kinds] = {"random_allocation": {}}
+    ALIASES: ClassVar[dict[str, str]] = {"balls_in_bins": "random_allocation"}
+    ROLE = "sampling"
 
     k: int
     steps_per_epoch: int
@@ -205,25 +183,9 @@ class RandomAllocation:
         """k / t, the fraction of the epoch's steps a record takes part in (the q of a Poisson analogue)."""
         return self.k / self.steps_per_epoch
 
-    def to_dict(self) -> dict:
-        """Lossless dict form (:func:`accountants.describe.to_dict`)."""
-        from .describe import to_dict
-
-        return to_dict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict) -> RandomAllocation:
-        """Inverse of :meth:`to_dict` (:func:`accountants.describe.from_dict`); checks the kind."""
-        from .describe import from_dict
-
-        obj = from_dict(d, where="sampling")
-        if not isinstance(obj, cls):
-            raise InputTypeError(f"sampling describes a {type(obj).__name__}, not a {cls.__name__}")
-        return obj
-
 
 @dataclass(frozen=True, slots=True)
-class TruncatedPoisson:
+class TruncatedPoisson(Description):
     """Truncated Poisson: a Poisson batch of rate q, cut to at most ``max_batch_size`` records.
 
     Every record is included independently with probability ``rate``; when more than B = ``max_batch_size``
@@ -239,6 +201,11 @@ class TruncatedPoisson:
         dataset_size: n ≥ 1, the training set's size.
     """
 
+    KINDS: ClassVar[Kinds] = {"truncated_poisson": {}}
+    ALIASES: ClassVar[dict[str, str]] = {"truncated": "truncated_poisson",
+                                         "truncated_poisson_sampling": "truncated_poisson"}
+    ROLE = "sampling"
+
     rate: float
     max_batch_size: int
     dataset_size: int
@@ -246,22 +213,6 @@ class TruncatedPoisson:
     def __post_init__(self) -> None:
         check.in_range(0.0, 1.0, closed="right", rate=self.rate)
         check.integer(1, None, max_batch_size=self.max_batch_size, dataset_size=self.dataset_size)
-
-    def to_dict(self) -> dict:
-        """Lossless dict form (:func:`accountants.describe.to_dict`)."""
-        from .describe import to_dict
-
-        return to_dict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict) -> TruncatedPoisson:
-        """Inverse of :meth:`to_dict` (:func:`accountants.describe.from_dict`); checks the kind."""
-        from .describe import from_dict
-
-        obj = from_dict(d, where="sampling")
-        if not isinstance(obj, cls):
-            raise InputTypeError(f"sampling describes a {type(obj).__name__}, not a {cls.__name__}")
-        return obj
 
 
 Sampling = Poisson | FixedSize | Shuffle | RandomAllocation | TruncatedPoisson

@@ -59,13 +59,14 @@ lower end above its upper end raises :class:`accountants.results.BracketError` (
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
+from typing import overload
 
 import numpy as np
 from scipy import special
 
-from . import _validate as check
-from ._validate import InputError, UnsupportedError
+from . import validate as check
+from .errors import InputError, UnsupportedError
 from .events import DPSGD, Composed
 from .results import EpsilonBound, check_bracket
 from .sampling import Neighbouring, Poisson, Shuffle
@@ -74,7 +75,6 @@ __all__ = [
     "ShuffleBounds",
     "has_shuffle",
     "reduce_shuffle",
-    "shuffle_bounds",
     "shuffle_epochs",
     "shuffle_lower_delta",
     "shuffle_lower_epsilon",
@@ -98,6 +98,10 @@ def has_shuffle(spec: DPSGD | Composed) -> bool:
     return any(isinstance(getattr(p, "sampling", None), Shuffle) for p in parts)
 
 
+@overload
+def reduce_shuffle(spec: DPSGD) -> DPSGD: ...
+@overload
+def reduce_shuffle(spec: Composed) -> Composed: ...
 def reduce_shuffle(spec: DPSGD | Composed) -> DPSGD | Composed:
     """Each shuffled phase replaced by the full-batch Gaussian run that dominates it (module doc).
 
@@ -109,7 +113,7 @@ def reduce_shuffle(spec: DPSGD | Composed) -> DPSGD | Composed:
             return spec
         return DPSGD(spec.noise_multiplier, Poisson(1.0), shuffle_epochs(spec), spec.neighbouring, spec.group_size)
     if isinstance(spec, Composed):
-        return Composed(tuple(reduce_shuffle(p) for p in spec.parts))  # type: ignore[misc]
+        return Composed(tuple(reduce_shuffle(p) for p in spec.parts))
     return spec
 
 
@@ -399,6 +403,7 @@ def _lower_plds(spec: DPSGD | Composed, h: float) -> list[tuple[_EpochPLD, float
     epochs: list[tuple[float, int, int, int, int]] = []  # (σ, batches, slots, n, count), ≤ MAX_EPOCHS in all
     budget = MAX_EPOCHS
     for p in parts:
+        assert isinstance(p.sampling, Shuffle)  # checked above
         for batches, slots, count in _epoch_types(p):
             used = min(count, budget)
             if used:
@@ -478,19 +483,3 @@ class ShuffleBounds:
 
     def __post_init__(self) -> None:
         check_bracket(self.lower, self.upper.value, "epsilon")  # a lower end above the upper is a bug
-
-
-def shuffle_bounds(spec: DPSGD, delta: float, method: str = "pld") -> ShuffleBounds:
-    """Lower and upper ε of a shuffled run, and the Poisson ε at q = b/n for comparison."""
-    from . import api
-
-    if not isinstance(spec, DPSGD) or not isinstance(spec.sampling, Shuffle):
-        raise InputError("shuffle_bounds takes a DPSGD with accountants.Shuffle sampling")
-    upper = api.epsilon(spec, delta, method=method)
-    poisson_spec = replace(spec, sampling=Poisson(spec.sampling.rate))
-    poisson = api.epsilon(poisson_spec, delta, method=method)
-    try:
-        lower: float | None = shuffle_lower_epsilon(spec, delta)
-    except UnsupportedError:
-        lower = None
-    return ShuffleBounds(lower, upper, poisson)

@@ -43,9 +43,9 @@ from typing import TYPE_CHECKING
 import torch
 from torch import Tensor
 
-from . import _validate as check
+from . import validate as check
 from ._numerics import as_float, log1mexp
-from ._validate import InputError, InputTypeError, UnsupportedError
+from .errors import InputError, InputTypeError, UnsupportedError
 from .mechanisms import Gaussian, Laplace, RandomizedResponse
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -285,7 +285,8 @@ class TradeOff:
                         f"randomized response has no sensitivity parameter; got sensitivity={sensitivity:g}"
                     )
                 eps = math.log(p / (1.0 - p))
-                out = PiecewiseLinearTradeOff.from_dp_pairs([eps], [0.0])
+                f64 = torch.float64
+                out = PiecewiseLinearTradeOff.from_dp_pairs(torch.tensor([eps], dtype=f64), torch.zeros(1, dtype=f64))
                 return PiecewiseLinearTradeOff(
                     out.alpha, out.beta, bound="exact", description=f"randomized response p={p:g}", symmetric=True
                 )
@@ -321,12 +322,12 @@ class TradeOff:
         return PiecewiseLinearTradeOff.from_dp_pairs(eps, delta)
 
     @staticmethod
-    def from_rdp(orders: Tensor, rdp: Tensor, **kwargs: float | int) -> PiecewiseLinearTradeOff:
+    def from_rdp(orders: Tensor, rdp: Tensor, *, n_alpha: int = 600, margin: float = 1e-12) -> PiecewiseLinearTradeOff:
         """Lower trade-off bound from an RDP curve, over all orders at once.  Bound: lower.
 
         See :func:`rdp_tradeoff_lines` for the formula and its proof.
         """
-        return PiecewiseLinearTradeOff.from_rdp(orders, rdp, **kwargs)
+        return PiecewiseLinearTradeOff.from_rdp(orders, rdp, n_alpha=n_alpha, margin=margin)
 
     @staticmethod
     def from_spec(
@@ -339,11 +340,11 @@ class TradeOff:
         """Lower trade-off bound for a DP-SGD description, from a registered accounting method.  Bound: lower.
 
         The accounting-method registry (:func:`accountants.register_method`) supplies the curve:
-        a method with a ``tradeoff(spec, *, eps_grid, options)`` method builds its own ("rdp":
-        :meth:`from_rdp` on the composed RDP curve over the default order grid; "pld": the tight
-        privacy profile of ``accountants.pld`` turned into a curve by
+        a method with a ``tradeoff(spec, *, eps_grid, options)`` method builds its own ("pld": the
+        tight privacy profile of ``accountants.pld`` turned into a curve by
         :meth:`from_privacy_profile`, symmetric since the profile bounds every ordered neighbouring
-        pair). Any other method's δ(ε) upper bounds on ``eps_grid`` (default: 0 to 80 in 59
+        pair); a method with an RDP curve ``curve(spec, orders)`` gets :meth:`from_rdp` on it over
+        the default order grid ("rdp"). Any other method's δ(ε) upper bounds on ``eps_grid`` (default: 0 to 80 in 59
         points) give a sound, coarser curve the same way. So a newly registered method has a curve,
         and shows up in ``dpaudit compare`` and the audit's curves, with no edit here.
 
@@ -372,8 +373,11 @@ class TradeOff:
         if reason is not None:
             raise UnsupportedError(f"method {method!r} does not cover this spec: {reason}")
         build = getattr(m, "tradeoff", None)
+        rdp = getattr(m, "curve", None)
         if build is not None:
             out = build(spec, eps_grid=eps_grid, options=pld_options)
+        elif rdp is not None:
+            out = TradeOff._from_rdp_curve(spec, rdp)
         else:
             grid = (torch.cat([torch.linspace(0.0, 10.0, 41, dtype=torch.float64),
                                torch.arange(12.0, 81.0, 4.0, dtype=torch.float64)])
@@ -386,12 +390,14 @@ class TradeOff:
         return out
 
     @staticmethod
-    def _from_rdp_method(spec: DPSGD | Composed) -> PiecewiseLinearTradeOff:
-        from .api import rdp_curve as _rdp
+    def _from_rdp_curve(
+        spec: DPSGD | Composed, rdp: Callable[..., tuple[Tensor, str | None]]
+    ) -> PiecewiseLinearTradeOff:
+        """:meth:`from_rdp` on a method's composed RDP curve ``rdp(spec, orders)`` over the default orders."""
         from .orders import default_orders
 
         orders = default_orders()
-        return PiecewiseLinearTradeOff.from_rdp(orders, _rdp(spec, orders))
+        return PiecewiseLinearTradeOff.from_rdp(orders, rdp(spec, orders)[0])
 
     @staticmethod
     def _from_pld_method(spec: DPSGD | Composed, eps_grid: Tensor | None,

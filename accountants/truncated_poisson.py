@@ -114,7 +114,7 @@ def rdp_truncated_poisson_gaussian(alpha: Tensor, s: TruncatedPoisson, sigma: fl
 
     q, b = float(s.rate), int(s.max_batch_size)
     r1 = rdp_poisson_gaussian(alpha, q, sigma)
-    out = None
+    out: Tensor | None = None
     for m in (int(s.dataset_size), int(s.dataset_size) + 1):
         with mpmath.workdps(_DPS):
             pi = _binom_sf(b, m - 1, q)
@@ -128,6 +128,7 @@ def rdp_truncated_poisson_gaussian(alpha: Tensor, s: TruncatedPoisson, sigma: fl
                 parts = [am1 * r2 + math.log(w2)] + ([am1 * r1 + math.log(w1)] if w1 > 0 else [])
                 val = torch.logsumexp(torch.stack(parts), dim=0) / am1
         out = val if out is None else torch.maximum(out, val)
+    assert out is not None  # the loop ran over two dataset sizes
     return out
 
 

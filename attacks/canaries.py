@@ -29,8 +29,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from accountants import _validate as check
-from accountants._validate import InputError
+from accountants import validate as check
+from accountants.errors import InputError
 
 from .data import Dataset
 

@@ -33,8 +33,8 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from accountants import _validate as check
-from accountants._validate import InputError
+from accountants import validate as check
+from accountants.errors import InputError
 
 from .canaries import InputCanaries
 from .data import Dataset

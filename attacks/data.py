@@ -21,8 +21,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from accountants import _validate as check
-from accountants._validate import InputError, InputTypeError
+from accountants import validate as check
+from accountants.errors import InputError, InputTypeError
 
 __all__ = ["Dataset", "breast_cancer", "digits", "gaussian_classes", "load", "names", "torchvision_folder"]
 

@@ -51,8 +51,8 @@ from torch import Tensor, nn
 from torch.func import functional_call, grad, vmap
 from tqdm.auto import tqdm
 
-from accountants import _validate as check
-from accountants._validate import InputError, InputTypeError
+from accountants import validate as check
+from accountants.errors import InputError, InputTypeError
 from accountants.events import DPSGD
 from accountants.sampling import Poisson
 

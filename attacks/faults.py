@@ -22,14 +22,14 @@ True
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, fields
-from typing import Any
+from dataclasses import Field, dataclass, fields
+from typing import Any, ClassVar
 
 import torch
 from torch import Tensor
 
-from accountants import _validate as check
-from accountants._validate import InputError, InputTypeError
+from accountants import validate as check
+from accountants.errors import InputError, InputTypeError
 
 from . import samplers
 
@@ -54,6 +54,7 @@ class FaultBase:
     """The honest trainer's behaviour at each point a fault can break; a fault overrides some hooks."""
 
     __slots__ = ()
+    __dataclass_fields__: ClassVar[dict[str, Field[Any]]]  # every registered fault is a dataclass
 
     def noise_std(self, std: float) -> float:
         """Std of the Gaussian noise added to the sum of clipped gradients (honest: σ·C)."""

@@ -56,8 +56,8 @@ import torch
 from torch import Tensor, nn
 from tqdm.auto import tqdm
 
-from accountants import _validate as check
-from accountants._validate import InputError, InputTypeError, UnsupportedError
+from accountants import validate as check
+from accountants.errors import InputError, InputTypeError, UnsupportedError
 from accountants.events import DPSGD
 from accountants.sampling import FixedSize, Shuffle, TruncatedPoisson
 

@@ -74,7 +74,7 @@ def _logistic(names: list[str]) -> GhostFn:
         delta = _delta(z, y)
         sq = _linear_sq(delta, a)
 
-        def weighted_sum(w: Tensor) -> Tensor:
+        def weighted_sum(w: Tensor) -> dict[str, Tensor]:
             gw, gb = _linear_sum(w.unsqueeze(-1) * delta, a)
             return {w_name: gw, b_name: gb}
 
@@ -93,7 +93,7 @@ def _mlp(names: list[str]) -> GhostFn:
         dh = torch.bmm(delta, p[w2]) * (1.0 - h * h)  # back through the output layer and tanh
         sq = _linear_sq(delta, h) + _linear_sq(dh, a)
 
-        def weighted_sum(w: Tensor) -> Tensor:
+        def weighted_sum(w: Tensor) -> dict[str, Tensor]:
             w = w.unsqueeze(-1)
             g1w, g1b = _linear_sum(w * dh, a)
             g2w, g2b = _linear_sum(w * delta, h)
@@ -107,6 +107,7 @@ def _mlp(names: list[str]) -> GhostFn:
 def _cnn(names: list[str], conv: nn.Conv2d) -> GhostFn:
     wc, bc, wo, bo = names
     k, pad = conv.kernel_size, conv.padding
+    assert isinstance(pad, tuple)  # a string padding ("same") is refused before a model gets here
 
     def per_example(p: dict[str, Tensor], x: Tensor, y: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         """delta, pooled activations, conv weight and bias gradients of every (model, example)."""
@@ -140,7 +141,7 @@ def _cnn(names: list[str], conv: nn.Conv2d) -> GhostFn:
         delta, pooled, gconv, gbias = (torch.cat(t) if len(parts) > 1 else t[0] for t in zip(*parts, strict=True))
         sq = _linear_sq(delta, pooled) + _sq(gconv.flatten(-2)) + _sq(gbias)
 
-        def weighted_sum(w: Tensor) -> Tensor:
+        def weighted_sum(w: Tensor) -> dict[str, Tensor]:
             gcw = torch.einsum("rb,rbcf->rcf", w, gconv)
             gcb = torch.einsum("rb,rbc->rc", w, gbias)
             gow, gob = _linear_sum(w.unsqueeze(-1) * delta, pooled)

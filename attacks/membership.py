@@ -49,8 +49,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from accountants import _validate as check
-from accountants._validate import InputError, InputTypeError, UnsupportedError
+from accountants import validate as check
+from accountants.errors import InputError, InputTypeError, UnsupportedError
 from accountants.events import DPSGD
 from accountants.sampling import FixedSize, Poisson, RandomAllocation, Shuffle
 
@@ -117,13 +117,26 @@ class ScoreView:
     shadow_in: Tensor | None = None
     final_shift: Tensor | None = None
 
+    def tensor(self, name: str) -> Tensor:
+        """The observed tensor ``name``; ``InputError`` when the game's threat model does not observe it."""
+        value = getattr(self, name)
+        if value is None:
+            raise InputError(f"this score needs {name}, which the game's threat model does not observe")
+        return value
+
+    def stats(self, kind: str) -> Tensor:
+        """``final_model_stats(kind)``; ``InputError`` when the game does not observe the final model."""
+        if self.final_model_stats is None:
+            raise InputError(f"this score needs the final model's {kind}, which the game's threat model does not see")
+        return self.final_model_stats(kind)
+
 
 @dataclass(frozen=True, slots=True)
 class LikelihoodRatio:
     """White box: the optimal log-likelihood ratio of the update projections (per-step mixture)."""
 
     def compute(self, view: ScoreView) -> Tensor:
-        return white_box_llr(view.observations, view.spec, view.n_records, amplitude=view.amplitude)
+        return white_box_llr(view.tensor("observations"), view.spec, view.n_records, amplitude=view.amplitude)
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,7 +144,7 @@ class InnerProductSum:
     """White box: Σ_t ⟨canary direction, u_t⟩ (Steinke et al. 2023's white-box score)."""
 
     def compute(self, view: ScoreView) -> Tensor:
-        return inner_product_sum(view.observations)
+        return inner_product_sum(view.tensor("observations"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,8 +173,8 @@ class UpdateNorm:
     """
 
     def compute(self, view: ScoreView) -> Tensor:  # one number per run, repeated for each of its m canaries
-        return update_norm_score(view.update_norms, view.observations.transpose(1, 2),
-                                 view.probes)[:, None].expand(-1, view.m)
+        return update_norm_score(view.tensor("update_norms"), view.tensor("observations").transpose(1, 2),
+                                 view.tensor("probes"))[:, None].expand(-1, view.m)
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,7 +182,7 @@ class LossScore:
     """Black box: −loss of the final model on the canary."""
 
     def compute(self, view: ScoreView) -> Tensor:
-        return view.final_model_stats("loss")
+        return view.stats("loss")
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,7 +190,7 @@ class ConfidenceScore:
     """Black box: logit-scaled confidence φ = log p_y − log(1 − p_y) of the final model."""
 
     def compute(self, view: ScoreView) -> Tensor:
-        return view.final_model_stats("confidence")
+        return view.stats("confidence")
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,7 +220,7 @@ class LiRA:
 
     def compute(self, view: ScoreView) -> Tensor:
         k = self.n_shadow
-        return lira(view.final_model_stats("confidence"), view.shadow_stats[:k], view.shadow_in[:k],
+        return lira(view.stats("confidence"), view.tensor("shadow_stats")[:k], view.tensor("shadow_in")[:k],
                     online=self.online, fixed_variance=self.fixed_variance)
 
 

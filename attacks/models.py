@@ -22,8 +22,8 @@ import torch
 from torch import Tensor, nn
 from torch.func import functional_call, vmap
 
-from accountants import _validate as check
-from accountants._validate import InputError
+from accountants import validate as check
+from accountants.errors import InputError
 
 __all__ = [
     "Init",

@@ -72,7 +72,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -82,8 +82,8 @@ import torch
 from torch import Tensor, nn
 from tqdm.auto import tqdm
 
-from accountants import _validate as check
-from accountants._validate import InputError, InputTypeError
+from accountants import validate as check
+from accountants.errors import InputError, InputTypeError
 from accountants.events import DPSGD
 from accountants.sampling import Poisson
 
@@ -334,6 +334,7 @@ class WhiteBoxAudit:
             return None if got is None else [t[0] for t in got]
         if self._canary is None:
             return None
+        assert self._q is not None  # a DiracCanary needs Poisson sampling (Context.__post_init__)
         draw = bool(torch.rand((), generator=self._gen, dtype=torch.float64) < self._q)
         sampled = self._present and draw
         self.sampled.append(sampled)
@@ -369,6 +370,7 @@ class WhiteBoxAudit:
         if max(c.coordinates) >= dim:
             raise InputError(f"canary.count = {c.m} Dirac canaries need {c.m} distinct parameters (canary j on flat "
                              f"parameter j); the model has {dim}: choose canary.count ≤ {dim}")
+        assert self._q is not None  # gradient canaries need Poisson sampling (Context.__post_init__)
         draw = torch.rand(c.m, generator=self._gen, dtype=torch.float64) < self._q
         sampled = torch.as_tensor(self._present, dtype=torch.bool) & draw
         self.sampled.append(sampled)
@@ -624,7 +626,7 @@ def _hook_free(model: nn.Module) -> Iterator[nn.Module]:
             hooks[key] = fn
 
 
-def _canary_gradient(model: nn.Module, named: list[tuple[str, Tensor]], flat: Tensor, x: Tensor, y: Tensor,
+def _canary_gradient(model: nn.Module, named: Sequence[tuple[str, Tensor]], flat: Tensor, x: Tensor, y: Tensor,
                      name: str, i: int) -> Tensor:
     """∇ℓ(θ; canary) at the recorded flat parameters θ (float64), by ``torch.func.functional_call``."""
     params, k = {}, 0
@@ -722,6 +724,7 @@ def run_trial(ctx: Context, i: int) -> dict[str, Any]:
         if wb is not None:
             scores = _white_scores(ctx, wb, model, name, i)
         else:
+            assert isinstance(c, InputCanaries)  # a DiracCanary needs the white box (Context.__post_init__)
             scores = _scores(model, c.x.to(torch.float32), c.y, ctx.score, name, i)
     rec = {"trial": int(i), "seed": s, "members": [bool(b) for b in members], "scores": {ctx.score: scores}}
     if wb is not None and getattr(c, "kind", None) == conformance_record.KIND:
@@ -732,6 +735,7 @@ def run_trial(ctx: Context, i: int) -> dict[str, Any]:
 def _conformance_stats(ctx: Context, wb: WhiteBoxAudit, model: nn.Module, name: str, i: int,
                        member: bool) -> dict[str, Any]:
     """The trial's premise statistics (attacks/conformance_record.py), errors naming trainer and trial."""
+    assert isinstance(ctx.canaries, InputCanaries)  # the conformance record is an input canary
     try:
         return conformance_record.trial_stats(model, wb.trace, wb.updates, ctx.data, ctx.canaries, ctx.clip_norm,
                                               member)

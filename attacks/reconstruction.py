@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from torch import Tensor
 
-from accountants._validate import InputError
+from accountants.errors import InputError
 from accountants.events import DPSGD
 
 from .membership import white_box_llr

@@ -18,8 +18,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from accountants import _validate as check
-from accountants._validate import InputError, InputTypeError
+from accountants import validate as check
+from accountants.errors import InputError, InputTypeError
 from accountants.sampling import FixedSize, Poisson, RandomAllocation, Shuffle, TruncatedPoisson
 
 __all__ = ["fixed_size_with_replacement", "fixed_size_without_replacement", "poisson", "random_allocation",

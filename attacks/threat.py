@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from accountants._validate import InputTypeError
+from accountants.errors import InputTypeError
 
 __all__ = ["BlackBox", "HiddenState", "Threat", "WhiteBox", "allows", "describe"]
 

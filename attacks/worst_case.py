@@ -48,8 +48,8 @@ import math
 import torch
 from torch import Tensor
 
-from accountants import _validate as check
-from accountants._validate import InputError, InputTypeError, UnsupportedError
+from accountants import validate as check
+from accountants.errors import InputError, InputTypeError, UnsupportedError
 from accountants.events import DPSGD
 from accountants.sampling import FixedSize, Neighbouring, Poisson, RandomAllocation, Shuffle, TruncatedPoisson
 

@@ -42,8 +42,8 @@ from typing import Any
 
 import torch
 
-from accountants import _validate as check
-from accountants._validate import InputError
+from accountants import validate as check
+from accountants.errors import InputError
 
 __all__ = ["NAMES", "Backend", "BackendError", "Local", "Process", "Ray", "from_name"]
 

@@ -15,12 +15,12 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-from accountants import _validate as check
-from accountants._validate import InputError
-from accountants.capacity.classes import LINEAR, Polynomial, _t, parse_class
-from accountants.capacity.newton import _newton
-from accountants.capacity.quadrature import _polyval, _powers
-from accountants.capacity.scalar import _alpha_terms, _z_to_x
+from accountants import validate as check
+from accountants.capacity.classes import LINEAR, Polynomial, as_float64, parse_class
+from accountants.capacity.newton import newton_maximise
+from accountants.capacity.quadrature import polyval, powers
+from accountants.capacity.scalar import alpha_terms, z_to_x
+from accountants.errors import InputError
 
 __all__ = ["RestrictedLowerBound", "restricted_lower_bound"]
 
@@ -49,11 +49,11 @@ class RestrictedLowerBound(NamedTuple):
 
 def _kl_fform_terms(theta: Tensor, m_p: Tensor, z: Tensor, w: Tensor, derivs: bool):
     """J(θ) = θ·E_P ψ − E_Q e^{h−1} (Lemma 1, f-form) and derivatives; w are expectation weights."""
-    e = torch.exp(_polyval(theta, z) - 1.0)
+    e = torch.exp(polyval(theta, z) - 1.0)
     val = (theta * m_p).sum(-1) - (w * e).sum(-1)
     if not derivs:
         return val
-    psi = _powers(z, theta.shape[-1] - 1)
+    psi = powers(z, theta.shape[-1] - 1)
     grad = m_p - torch.einsum("mn,mnp->mp", w * e, psi)
     hess = -torch.einsum("mn,mnp,mnq->mpq", w * e, psi, psi)
     return val, grad, hess
@@ -102,7 +102,7 @@ def restricted_lower_bound(samples_p: Tensor, samples_q: Tensor, function_class:
         raise InputError("alpha must be None for divergence='kl'")
     check.in_range(0.0, 1.0, closed="neither", confidence=confidence, fit_fraction=fit_fraction)
     check.in_range(0.0, None, ridge=ridge)
-    xp, xq = _t(samples_p), _t(samples_q)
+    xp, xq = as_float64(samples_p), as_float64(samples_q)
     if xp.ndim == 0 or xq.ndim == 0:
         raise InputError("samples must have a last (sample) dimension")
     check.finite(samples_p=xp, samples_q=xq)
@@ -126,7 +126,7 @@ def restricted_lower_bound(samples_p: Tensor, samples_q: Tensor, function_class:
     def z(x: Tensor) -> Tensor:
         return (x - mu[:, None]) / sd[:, None]
 
-    m_fit = _powers(z(fp), k).mean(-2)
+    m_fit = powers(z(fp), k).mean(-2)
     zq = z(fq)
     wq = torch.full_like(zq, 1.0 / zq.shape[-1])
     n = mu.shape[0]
@@ -136,7 +136,7 @@ def restricted_lower_bound(samples_p: Tensor, samples_q: Tensor, function_class:
 
     def terms(theta: Tensor, rows: Tensor, derivs: bool):
         if divergence == "renyi":
-            out = _alpha_terms(theta, a[rows], m_fit[rows], zq[rows], wq[rows], derivs)
+            out = alpha_terms(theta, a[rows], m_fit[rows], zq[rows], wq[rows], derivs)
         else:
             out = _kl_fform_terms(theta, m_fit[rows], zq[rows], wq[rows], derivs)
         if not derivs:
@@ -146,8 +146,8 @@ def restricted_lower_bound(samples_p: Tensor, samples_q: Tensor, function_class:
 
     theta0 = torch.zeros(n, k + 1, dtype=mu.dtype, device=mu.device)
     theta0[:, 0] = 1.0
-    theta, _, _ = _newton(lambda t, r: terms(t, r, False), lambda t, r: terms(t, r, True), theta0)
-    hp, hq = _polyval(theta, z(ep)), _polyval(theta, z(eq))
+    theta, _, _ = newton_maximise(lambda t, r: terms(t, r, False), lambda t, r: terms(t, r, True), theta0)
+    hp, hq = polyval(theta, z(ep)), polyval(theta, z(eq))
     if divergence == "renyi":
         big_a = a / (a - 1.0)
         xs, ys = a[:, None] * hp, (a - 1.0)[:, None] * hq.abs() ** big_a[:, None]
@@ -160,11 +160,11 @@ def restricted_lower_bound(samples_p: Tensor, samples_q: Tensor, function_class:
     # f*(ĥ) overflowing on held-out data (e.g. a fitted x³ term under KL) makes the estimate −∞ and the
     # normal bound undefined; 0 is then reported, which is valid because D^H ≥ 0 for these classes.
     lo = torch.where(torch.isfinite(lo), lo, torch.full_like(lo, -math.inf))
-    if divergence == "renyi":  # est estimates G(ĥ) = α(α−1)·J(ĥ) + 1 (see _alpha_terms); D_R = log(G)/(α−1)
+    if divergence == "renyi":  # est estimates G(ĥ) = α(α−1)·J(ĥ) + 1 (see alpha_terms); D_R = log(G)/(α−1)
         lower = torch.log(lo.clamp_min(1.0)) / (a - 1.0)
         held = torch.log(est.clamp_min(1e-300)) / (a - 1.0)
-        wit = _z_to_x(theta, mu, sd) / (a - 1.0)[:, None]
+        wit = z_to_x(theta, mu, sd) / (a - 1.0)[:, None]
     else:
-        lower, held, wit = lo.clamp_min(0.0), est, _z_to_x(theta, mu, sd)
+        lower, held, wit = lo.clamp_min(0.0), est, z_to_x(theta, mu, sd)
     return RestrictedLowerBound(lower.reshape(shape), float(confidence), held.reshape(shape),
                                 wit.reshape(*shape, k + 1), (nfp, nfq), (ep.shape[-1], eq.shape[-1]))

@@ -21,7 +21,7 @@ import sys
 import traceback
 from collections.abc import Sequence
 
-from accountants._validate import InputError
+from accountants.errors import InputError
 from audit.backends import BackendError
 
 # One module per subcommand in audit/commands; the order is the order in --help.

@@ -36,8 +36,8 @@ import scipy.stats
 import torch
 
 import accountants as acc
-from accountants._validate import InputError, InputTypeError, UnsupportedError
 from accountants.comparison import delta_divergence
+from accountants.errors import InputError, InputTypeError, UnsupportedError
 from accountants.events import DPSGD
 from accountants.reconstruction import rero_bound
 from accountants.tradeoff import TradeOff
@@ -189,7 +189,7 @@ class Violation:
         conf = format_confidence(self.confidence)  # 1 − 0.05/12 prints "99.6%", never "100%"
         if not self.violated:
             return f"no violation of {self.against} (at {conf} confidence)"
-        if self.threshold is None:
+        if self.threshold is None or self.fpr_upper is None or self.fnr_upper is None or self.curve_fnr is None:
             return f"VIOLATION of {self.against}: bug or broken DP (at {conf} confidence)"
         return (f"VIOLATION of {self.against}: bug or broken DP — at threshold {self.threshold:.6g} the "
                 f"{conf} box has FPR ≤ {fmt.upper(self.fpr_upper, 4)} and FNR ≤ {fmt.upper(self.fnr_upper, 4)}, "

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from accountants import describe
-from accountants._validate import InputError, InputTypeError
+from accountants.errors import InputError, InputTypeError
 
 from . import registry
 from .model import check_name

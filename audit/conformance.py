@@ -57,7 +57,7 @@ import numpy as np
 from scipy import special, stats
 
 from accountants.events import DPSGD
-from accountants.sampling import Poisson, RandomAllocation
+from accountants.sampling import Poisson, RandomAllocation, TruncatedPoisson
 
 from . import model
 
@@ -88,8 +88,8 @@ _FLOOR = 1e-8  # attacks.conformance_record.FRESH_FLOOR
 def inclusion_rate(spec: DPSGD) -> float:
     """The claimed probability that a given record is in a given step's batch."""
     s = spec.sampling
-    if isinstance(s, (Poisson, RandomAllocation)):
-        return float(s.rate)  # random allocation: k/t
+    if isinstance(s, (Poisson, RandomAllocation, TruncatedPoisson)):
+        return float(s.rate)  # random allocation: k/t; truncated Poisson: q, at least the kept record's rate
     return float(s.batch_size) / float(s.dataset_size)
 
 

@@ -16,7 +16,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from accountants._validate import InputError
+from accountants.errors import InputError
 from attacks import dpsgd, samplers
 
 from . import config as config_mod

@@ -40,9 +40,9 @@ from typing import Any
 
 import numpy as np
 
-from accountants._validate import InputError, InputTypeError
 from accountants.describe import describe
 from accountants.describe import from_dict as spec_from_dict
+from accountants.errors import InputError, InputTypeError
 from accountants.events import DPSGD
 
 from .statistics import EpsilonLowerBound, GdpEstimate, GdpLowerBound
@@ -593,7 +593,7 @@ def _decode(tp: Any, value: Any, where: str) -> Any:
         if not isinstance(spec, DPSGD):
             raise InputTypeError(f"{where} must describe one DPSGD; got {type(spec).__name__}")
         return spec
-    if dataclasses.is_dataclass(tp):
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         return from_dict(tp, value, where=where)
     if tp is float:
         if value is None:

@@ -22,12 +22,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from accountants._validate import InputError
+from accountants.errors import InputError
 from attacks import canaries as canaries_mod
 from attacks import conformance_record
 from attacks import faults as faults_mod
 from attacks import membership as mia
-from attacks.threat import BlackBox, HiddenState, WhiteBox
+from attacks.threat import BlackBox, HiddenState, Threat, WhiteBox
 
 from . import statistics
 
@@ -44,8 +44,10 @@ __all__ = [
     "threat_of",
 ]
 
-THREATS = {"white_box": WhiteBox(), "white_box_crafted_dataset": WhiteBox(crafted_dataset=True),
-           "hidden_state": HiddenState(), "black_box": BlackBox()}
+THREATS: dict[str, Threat] = {
+    "white_box": WhiteBox(), "white_box_crafted_dataset": WhiteBox(crafted_dataset=True),
+    "hidden_state": HiddenState(), "black_box": BlackBox(),
+}
 
 
 def threat_of(name: str) -> WhiteBox | HiddenState | BlackBox:

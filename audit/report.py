@@ -24,7 +24,7 @@ import jinja2
 import markupsafe
 import matplotlib
 
-from accountants._validate import InputError, InputTypeError
+from accountants.errors import InputError, InputTypeError
 
 from . import formatting, model
 from .comparator import format_confidence

@@ -32,7 +32,7 @@ import torch
 
 import accountants as acc
 from accountants import describe
-from accountants._validate import InputError
+from accountants.errors import InputError
 from accountants.events import DPSGD
 from attacks import data as data_mod
 from attacks import dpsgd, games, models, worst_case

@@ -48,7 +48,7 @@ import numpy as np
 import torch
 
 import accountants as acc
-from accountants._validate import InputError, InputTypeError
+from accountants.errors import InputError, InputTypeError
 from accountants.events import DPSGD
 
 from . import comparator

@@ -43,8 +43,8 @@ import math
 import numpy as np
 import torch
 
-from accountants import _validate as check
-from accountants._validate import InputError, InputTypeError
+from accountants import validate as check
+from accountants.errors import InputError, InputTypeError
 from accountants.tradeoff import TradeOff
 
 from . import statistics

@@ -12,8 +12,8 @@ from enum import Enum
 import torch
 from torch import Tensor
 
-from .. import _validate as check
-from .._validate import InputError, InputTypeError
+from .. import validate as check
+from ..errors import InputError, InputTypeError
 
 _DTYPE = torch.float64
 
@@ -176,8 +176,9 @@ def _unit_moment(family: Family, i: int) -> float:
 def _aligned(*xs: Tensor | float) -> list[Tensor]:
     """float64 tensors on the device of the first tensor argument, broadcast together."""
     dev = next((x.device for x in xs if isinstance(x, Tensor)), None)
-    return list(torch.broadcast_tensors(*(_t(x).to(dev) if dev is not None else _t(x) for x in xs)))
+    return list(torch.broadcast_tensors(*(as_float64(x).to(dev) if dev is not None else as_float64(x) for x in xs)))
 
 
-def _t(x: Tensor | float) -> Tensor:
+def as_float64(x: Tensor | float) -> Tensor:
+    """``x`` (a scalar, sequence or tensor of any real dtype) as a float64 tensor."""
     return x.to(_DTYPE) if isinstance(x, Tensor) and not x.is_floating_point() else torch.as_tensor(x, dtype=_DTYPE)

@@ -11,10 +11,10 @@ import math
 import torch
 from torch import Tensor
 
-from .. import _validate as check
-from .._validate import InputError, InputTypeError, UnsupportedError
+from .. import validate as check
+from ..errors import InputError, InputTypeError, UnsupportedError
 from ..mechanisms import Gaussian, Laplace
-from .classes import Polynomial, _t, parse_class
+from .classes import Polynomial, as_float64, parse_class
 
 # Conjugates and the Rényi map
 # ---------------------------------------------------------------------------------------------
@@ -34,7 +34,7 @@ def f_star(kind: str, s: Tensor, alpha: Tensor | float | None = None, *, positiv
             conjugate is C_α (s)_+^{α/(α−1)} + 1/(α²−α). Exposed for comparison only: every
             restricted value in dpaudit uses the paper's absolute-value convention.
     """
-    s = _t(s)
+    s = as_float64(s)
     if kind == "kl":
         return torch.exp(s - 1.0)
     if kind != "alpha":
@@ -89,7 +89,7 @@ def post_process_polynomial(value: Tensor, function_class: Polynomial | str,
     if map_degree > fc.degree:
         raise UnsupportedError(f"a degree-{map_degree} map of a {fc.name} release leaves no polynomial class "
                                "covered by Thm 1 (need map degree ≤ class degree)")
-    return _t(value), Polynomial(fc.degree // int(map_degree))
+    return as_float64(value), Polynomial(fc.degree // int(map_degree))
 
 
 def compose_parallel(values: Tensor, dim: int = -1) -> Tensor:
@@ -100,7 +100,7 @@ def compose_parallel(values: Tensor, dim: int = -1) -> Tensor:
     ({h1(o1) + h2(o2)}; for lin classes this is lin on the concatenated output); Γ is KL, or Rényi
     with all values at the SAME order α > 1.
     """
-    v = _t(values)
+    v = as_float64(values)
     check.in_range(0.0, None, values=v)
     return v.amax(dim)
 
@@ -114,7 +114,7 @@ def compose_nonadaptive(values: Tensor, dim: int = -1) -> Tensor:
     H1 ⊕ H2 (separable sums; for lin: lin on the concatenated output); Γ is KL, or Rényi with all
     values at the SAME order α > 1.
     """
-    v = _t(values)
+    v = as_float64(values)
     check.in_range(0.0, None, values=v)
     return v.sum(dim)
 
@@ -130,10 +130,10 @@ def paper_claimed_lin_renyi_bound(mechanism: Gaussian | Laplace, alpha: Tensor |
     small ε / large σ with α ≳ 4 (e.g. Gaussian σ = 4, α = 10: exact 0.109697 > 0.000413). Returned
     only so that tests and docs can show the failure; dpaudit never uses it as a bound.
     """
-    a = _t(alpha)
+    a = as_float64(alpha)
     if v is None:
         v = torch.ones(1, dtype=a.dtype)
-    v = _t(v)
+    v = as_float64(v)
     d = v.shape[-1]
     norm_aa = (v.abs() ** a[..., None]).sum(-1)  # ‖v‖_α^α
     if isinstance(mechanism, Laplace):

@@ -11,8 +11,8 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-from .. import _validate as check
-from .._validate import InputError, InputTypeError, UnsupportedError
+from .. import validate as check
+from ..errors import InputError, InputTypeError, UnsupportedError
 from ..events import DPSGD
 from ..mechanisms import Gaussian, Laplace
 from ..rdp.mechanisms import rdp_gaussian, rdp_laplace
@@ -85,14 +85,15 @@ class CapacityResult(NamedTuple):
     converged: bool
 
 
-def _unrestricted(mechanism: Gaussian | Laplace | DPSGD, divergence: str, orders: Tensor | None) -> dict[str, Tensor]:
+def _unrestricted(mechanism: Gaussian | Laplace | DPSGD, orders: Tensor | None) -> dict[str, Tensor]:
+    """The unrestricted divergences per direction: Rényi at ``orders``, or KL where ``orders`` is None."""
     pairs = mechanism_pairs(mechanism)
     if isinstance(mechanism, Gaussian):
-        v = (rdp_gaussian(orders, torch.tensor(mechanism.sigma, dtype=_DTYPE)) if divergence == "renyi"
+        v = (rdp_gaussian(orders, torch.tensor(mechanism.sigma, dtype=_DTYPE)) if orders is not None
              else torch.tensor(0.5 / mechanism.sigma**2, dtype=_DTYPE))
         return {d: v for d in pairs}
     if isinstance(mechanism, Laplace):
-        if divergence == "renyi":
+        if orders is not None:  # Rényi (the caller gives orders exactly then)
             v = rdp_laplace(orders, torch.tensor(mechanism.b, dtype=_DTYPE))
         else:  # Thm 8: ε − 1 + e^{−ε}
             e = torch.tensor(1.0 / mechanism.b, dtype=_DTYPE)
@@ -100,7 +101,7 @@ def _unrestricted(mechanism: Gaussian | Laplace | DPSGD, divergence: str, orders
         return {d: v for d in pairs}
     out = {}
     for d, (p, q) in pairs.items():
-        if divergence == "kl":
+        if orders is None:  # KL
             out[d] = full_kl(p, q)
         elif d == WITH_WITHOUT:
             out[d] = rdp_poisson_gaussian(orders, mechanism.sampling.rate, mechanism.noise_multiplier)
@@ -199,11 +200,11 @@ def capacity_divergences(mechanism: Gaussian | Laplace | DPSGD,
             if symmetric and d == WITHOUT_WITH:
                 per[d] = per[WITH_WITHOUT]
                 continue
-            rv = restricted_renyi(p, q, orders_t, fc) if divergence == "renyi" else restricted_kl(p, q, fc)
+            rv = restricted_renyi(p, q, orders_t, fc) if orders_t is not None else restricted_kl(p, q, fc)
             conv = conv and bool(rv.converged.all())
             per[d] = rv.value
         by_class[fc.name] = per
-    unres = _unrestricted(mechanism, divergence, orders_t)
+    unres = _unrestricted(mechanism, orders_t)
     unres_max = torch.maximum(unres[WITH_WITHOUT], unres[WITHOUT_WITH])
     restricted = _check_result({c: torch.maximum(v[WITH_WITHOUT], v[WITHOUT_WITH]) for c, v in by_class.items()},
                                unres_max)

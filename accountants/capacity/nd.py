@@ -8,11 +8,11 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from .. import _validate as check
-from .._validate import InputError, UnsupportedError
-from .classes import LINEAR, Family, ScalarMixture, _t
+from .. import validate as check
+from ..errors import InputError, UnsupportedError
+from .classes import LINEAR, Family, ScalarMixture, as_float64
 from .closed_forms import alpha_divergence_to_renyi
-from .newton import _newton
+from .newton import newton_maximise
 from .quadrature import _BREAKS, _panel_rule
 from .scalar import RestrictedValue, restricted_kl, restricted_renyi
 
@@ -21,17 +21,18 @@ from .scalar import RestrictedValue, restricted_kl, restricted_renyi
 
 
 def _mahalanobis_shift(v: Tensor, sigma: Tensor | float | None, cov: Tensor | None) -> Tensor:
-    v = _t(v)
+    v = as_float64(v)
     if v.ndim == 0:
         raise InputError("v must have a last (coordinate) dimension")
     check.finite(v=v)
     if (sigma is None) == (cov is None):
         raise InputError("give exactly one of sigma (isotropic noise std) or cov (noise covariance)")
     if sigma is not None:
-        s = _t(sigma)
+        s = as_float64(sigma)
         check.positive(sigma=s)
         return torch.linalg.vector_norm(v, dim=-1) / s
-    c = _t(cov)
+    assert cov is not None  # exactly one of sigma and cov, checked above
+    c = as_float64(cov)
     if c.ndim < 2 or c.shape[-1] != c.shape[-2] or c.shape[-1] != v.shape[-1]:
         raise InputError(f"cov must have shape (..., d, d) with d = {v.shape[-1]}; got {tuple(c.shape)}")
     chol, info = torch.linalg.cholesky_ex(c)
@@ -103,7 +104,7 @@ def _laplace2_nodes(theta: Tensor) -> tuple[Tensor, Tensor, Tensor]:
 
 
 def _alpha_terms_2d(theta: Tensor, alpha: Tensor, m_p: Tensor, derivs: bool):
-    """:func:`_alpha_terms` for the affine class on ℝ² with Q the standard Laplace product."""
+    """:func:`alpha_terms` for the affine class on ℝ² with Q the standard Laplace product."""
     u1, u2, w = _laplace2_nodes(theta)
     psi = torch.stack([torch.ones_like(u1), u1, u2], -1)
     big_a = (alpha / (alpha - 1.0))[:, None]
@@ -138,16 +139,16 @@ def restricted_renyi_laplace_product(v: Tensor, b: Tensor | float, alpha: Tensor
     Raises:
         UnsupportedError: d > 2 (the nested rule costs N^{d−1}; no exact method is implemented).
     """
-    v = _t(v)
+    v = as_float64(v)
     if v.ndim == 0:
         raise InputError("v must have a last (coordinate) dimension")
     check.finite(v=v)
     d = v.shape[-1]
     if d > 2:
         raise UnsupportedError("(lin, Rényi) for product Laplace noise is implemented for d ≤ 2 outputs only")
-    b_t = _t(b).to(v.device)
+    b_t = as_float64(b).to(v.device)
     check.positive(b=b_t)
-    a = _t(alpha).to(v.device)
+    a = as_float64(alpha).to(v.device)
     check.finite(alpha=a)
     check.in_range(1.0, None, closed="neither", alpha=a)
     if d == 1:
@@ -161,7 +162,7 @@ def restricted_renyi_laplace_product(v: Tensor, b: Tensor | float, alpha: Tensor
     aa = a.expand(full).reshape(-1)
     theta0 = torch.zeros(aa.shape[0], 3, dtype=v.dtype, device=v.device)
     theta0[:, 0] = 1.0
-    theta, g_star, conv = _newton(lambda t, r: _alpha_terms_2d(t, aa[r], m_p[r], False),
+    theta, g_star, conv = newton_maximise(lambda t, r: _alpha_terms_2d(t, aa[r], m_p[r], False),
                                   lambda t, r: _alpha_terms_2d(t, aa[r], m_p[r], True), theta0)
     value = alpha_divergence_to_renyi((g_star - 1.0) / (aa * (aa - 1.0)), aa).reshape(full)
     sign = torch.sign(v.expand(*shape, 2)).clamp_min(0.0) * 2.0 - 1.0  # undo |v| (reflection per coordinate)
@@ -187,11 +188,11 @@ def restricted_kl_laplace_product(v: Tensor, b: Tensor | float) -> Tensor:
     Returns:
         values (...).
     """
-    v = _t(v)
+    v = as_float64(v)
     if v.ndim == 0:
         raise InputError("v must have a last (coordinate) dimension")
     check.finite(v=v)
-    b_t = _t(b)
+    b_t = as_float64(b)
     check.positive(b=b_t)
     b_t = b_t[..., None].expand_as(v) if b_t.ndim else b_t.expand_as(v)
     rv = restricted_kl(ScalarMixture.laplace(torch.zeros_like(v), b_t), ScalarMixture.laplace(v.abs(), b_t), LINEAR)

@@ -16,8 +16,8 @@ from torch import Tensor
 _STEPS = (4.0, 2.0, 1.0, 0.5, 0.25, 0.125, 1 / 16, 1 / 64, 1 / 256, 1 / 2048, 1 / 32768, 1 / 2**20)
 
 
-def _newton(value_fn, derivs_fn, theta: Tensor, *, max_iter: int = 200,
-            rtol: float = 1e-15) -> tuple[Tensor, Tensor, Tensor]:
+def newton_maximise(value_fn, derivs_fn, theta: Tensor, *, max_iter: int = 200,
+                    rtol: float = 1e-15) -> tuple[Tensor, Tensor, Tensor]:
     """Maximise independent concave objectives batched along dim 0.
 
     Args:

@@ -113,7 +113,7 @@ def _q_nodes(q: _Q, ref_loc: Tensor, ref_scale: Tensor, theta: Tensor | None) ->
     return z, w * torch.exp(logq)
 
 
-def _powers(z: Tensor, k: int) -> Tensor:
+def powers(z: Tensor, k: int) -> Tensor:
     """(..., N) → (..., N, k+1) with z^0..z^k."""
     out = [torch.ones_like(z)]
     for _ in range(k):
@@ -121,7 +121,7 @@ def _powers(z: Tensor, k: int) -> Tensor:
     return torch.stack(out, -1)
 
 
-def _polyval(theta: Tensor, z: Tensor) -> Tensor:
+def polyval(theta: Tensor, z: Tensor) -> Tensor:
     """Σ_j θ_j z^j (Horner); theta (..., p), z (..., N)."""
     acc = theta[..., -1:].expand_as(z).clone()
     for j in range(theta.shape[-1] - 2, -1, -1):

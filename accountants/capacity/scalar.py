@@ -12,12 +12,12 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-from .. import _validate as check
-from .._validate import InputTypeError, UnsupportedError
+from .. import validate as check
+from ..errors import InputTypeError, UnsupportedError
 from .classes import LINEAR, Family, Polynomial, ScalarMixture, parse_class
 from .closed_forms import alpha_divergence_to_renyi
-from .newton import _newton
-from .quadrature import _Q, _base_breaks, _panel_rule, _polyval, _powers, _q_nodes
+from .newton import newton_maximise
+from .quadrature import _Q, _base_breaks, _panel_rule, _q_nodes, polyval, powers
 
 # Restricted α-divergence / Rényi (Lemma 3 + eq. 3), population values by quadrature
 # ---------------------------------------------------------------------------------------------
@@ -30,19 +30,19 @@ def _ref(q: ScalarMixture) -> tuple[Tensor, Tensor]:
     return mean, (second - mean**2).clamp_min(1e-300).sqrt()
 
 
-def _alpha_terms(theta: Tensor, alpha: Tensor, m_p: Tensor, z: Tensor, w: Tensor, derivs: bool):
+def alpha_terms(theta: Tensor, alpha: Tensor, m_p: Tensor, z: Tensor, w: Tensor, derivs: bool):
     """Scaled objective G(θ) = α θ·E_P[ψ] − (α−1) E_Q|h|^A, h = θ·ψ, A = α/(α−1), and its derivatives.
 
     With h = (α−1)·h_paper this is α(α−1)·(Lemma 3 objective) + 1, so D_{R,α}^H = log(sup G)/(α−1)
     (eq. 3) and the constant h = 1 (θ = e_0) gives G = 1, i.e. D = 0 (Fenchel–Young equality).
     """
     big_a = (alpha / (alpha - 1.0))[:, None]
-    hz = _polyval(theta, z)
+    hz = polyval(theta, z)
     ab = hz.abs()
     val = alpha * (theta * m_p).sum(-1) - (alpha - 1.0) * (w * ab**big_a).sum(-1)
     if not derivs:
         return val
-    psi = _powers(z, theta.shape[-1] - 1)
+    psi = powers(z, theta.shape[-1] - 1)
     g1 = ab ** (big_a - 1.0) * torch.sign(hz)
     grad = alpha[:, None] * (m_p - torch.einsum("mn,mnp->mp", w * g1, psi))
     # |h|^{A−2} is an integrable singularity at a root when A < 2 that no fixed rule integrates well
@@ -60,18 +60,18 @@ def _solve_alpha(alpha: Tensor, m_p: Tensor, q: _Q, ref_loc: Tensor, ref_scale: 
 
     def value_fn(theta: Tensor, rows: Tensor) -> Tensor:
         z, w = _q_nodes(q.rows(rows), ref_loc[rows], ref_scale[rows], theta)
-        return _alpha_terms(theta, alpha[rows], m_p[rows], z, w, False)
+        return alpha_terms(theta, alpha[rows], m_p[rows], z, w, False)
 
     def derivs_fn(theta: Tensor, rows: Tensor):
         z, w = _q_nodes(q.rows(rows), ref_loc[rows], ref_scale[rows], theta)
-        return _alpha_terms(theta, alpha[rows], m_p[rows], z, w, True)
+        return alpha_terms(theta, alpha[rows], m_p[rows], z, w, True)
 
     theta0 = torch.zeros(len(alpha), p, dtype=m_p.dtype, device=m_p.device)
     theta0[:, 0] = 1.0
-    return _newton(value_fn, derivs_fn, theta0)
+    return newton_maximise(value_fn, derivs_fn, theta0)
 
 
-def _z_to_x(theta: Tensor, ref_loc: Tensor, ref_scale: Tensor) -> Tensor:
+def z_to_x(theta: Tensor, ref_loc: Tensor, ref_scale: Tensor) -> Tensor:
     """Coefficients of Σ θ_j ((x − μ)/s)^j as a polynomial in x; theta (..., p), μ, s (...)."""
     p = theta.shape[-1]
     out = torch.zeros_like(theta)
@@ -183,7 +183,7 @@ def _restricted_alpha(p: ScalarMixture, q: ScalarMixture, alpha: Tensor | float,
     aa = a.expand(full).reshape(-1)
     theta, g_star, conv = _solve_alpha(aa, rows_m, qq, rl, rs)
     d_alpha = (g_star - 1.0) / (aa * (aa - 1.0))
-    wit = _z_to_x(theta, rl, rs) / (aa - 1.0)[:, None]
+    wit = z_to_x(theta, rl, rs) / (aa - 1.0)[:, None]
     d_alpha = d_alpha.reshape(full)
     wit = wit.reshape(*full, fc.degree + 1)
     conv = conv.reshape(full)
@@ -271,7 +271,7 @@ def _solve_kl(m_p: Tensor, q: _Q, ref_loc: Tensor, ref_scale: Tensor, a0: Tensor
                                 for i in range(a.shape[-1])], -2)
         return v.detach(), g.detach(), hess.detach()
 
-    return _newton(value_fn, derivs_fn, a0)
+    return newton_maximise(value_fn, derivs_fn, a0)
 
 
 def restricted_kl(p: ScalarMixture, q: ScalarMixture, function_class: Polynomial | str = LINEAR) -> RestrictedValue:
@@ -326,7 +326,7 @@ def restricted_kl(p: ScalarMixture, q: ScalarMixture, function_class: Polynomial
             a[idx], val[idx], conv[idx] = ai, vi, ci
     bias = 1.0 - _log_mgf(qq, rl, rs, a)
     theta = torch.cat([bias[:, None], a, torch.zeros(n, fc.degree - kf, dtype=a.dtype, device=a.device)], -1)
-    wit = _z_to_x(theta, rl, rs)
+    wit = z_to_x(theta, rl, rs)
     return RestrictedValue(val.reshape(shape), wit.reshape(*shape, fc.degree + 1), conv.reshape(shape))
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-from .._validate import InputError
+from ..errors import InputError
 
 __all__ = ["PeerMissingError", "require_peer"]
 

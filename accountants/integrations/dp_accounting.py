@@ -49,7 +49,7 @@ import torch
 from torch import Tensor
 
 from .. import api
-from .._validate import InputError, InputTypeError, UnsupportedError
+from ..errors import InputError, InputTypeError, UnsupportedError
 from ..events import DPSGD, Composed
 from ..mechanisms import Laplace
 from ..orders import default_orders, near_one_orders

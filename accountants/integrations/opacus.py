@@ -27,8 +27,8 @@ from copy import deepcopy
 from typing import Any
 
 from .. import api
-from .._validate import InputError, InputTypeError
 from ..describe import from_dict, parse_sampling_kind, sampling_kind, to_dict
+from ..errors import InputError, InputTypeError
 from ..events import DPSGD, Composed
 from ..results import EpsilonBound
 from ..sampling import FixedSize, Neighbouring, Poisson, Shuffle

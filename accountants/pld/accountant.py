@@ -21,8 +21,8 @@ import mpmath
 import torch
 from torch import Tensor
 
-from .. import _validate as check
-from .._validate import InputError, InputTypeError, UnsupportedError
+from .. import validate as check
+from ..errors import InputError, InputTypeError, UnsupportedError
 from ..events import DPSGD, Composed
 from ..results import DeltaBound, EpsilonBound
 from ..sampling import Poisson
@@ -177,7 +177,7 @@ def _gaussian_mu(spec: Spec) -> tuple[float, str] | None:
         return None
     # μ = √(Σ T_i (s_i/σ_i)²) in 30-digit mpmath (no over- or underflow at σ near 1e±300), then
     # rounded to float64: within one unit in the last place, far inside _MU_REL.
-    terms = [(t, sp.remove.shift, sp.remove.sigma) for sp, t in parts if t > 0]
+    terms = [(t, r.shift, r.sigma) for sp, t in parts if t > 0 and isinstance(r := sp.remove, GaussianShift)]
     if not terms:
         return None
     with mpmath.workdps(30):

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from .._validate import InputError, UnsupportedError
+from ..errors import InputError, UnsupportedError
 from .discretise import DiscreteStep
 
 __all__ = [
@@ -110,7 +110,7 @@ def _power(z: Tensor, t: int) -> tuple[Tensor, Tensor]:
         t >>= 1
         if t:
             base = base * base
-    return out, keep
+    return (torch.ones_like(z) if out is None else out), keep  # t = 0: z^0 = 1
 
 
 def fft_compose(arrs: list[tuple[Tensor, int]]) -> tuple[Tensor, list[float], list[float]]:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -114,7 +115,7 @@ def discretise(pair: MixturePair | LabelledPair, h: float, tail: float,
 
 def _raw(pair: MixturePair, h: float, tail: float, device: torch.device) -> tuple[int, Tensor, float, Tensor, Tensor]:
     """(k_lo, pessimistic PMF, its mass at +∞, P- and Q-masses [below, n centred bins, above] of the test)."""
-    f64 = dict(dtype=torch.float64, device=device)
+    f64: dict[str, Any] = {"dtype": torch.float64, "device": device}
     x_lo, x_hi = pair.x_range(tail)
     l_lo, l_hi = (float(v) for v in pair.loss(torch.tensor([x_lo, x_hi], **f64)))
     k_lo = math.floor(l_lo / h)
@@ -160,7 +161,7 @@ def _discretise_labelled(pair: LabelledPair, h: float, tail: float, device: torc
     raws = [(w, _raw(p, h, tail, device)) for w, p in pair.parts]
     k_lo = min(r[0] for _, r in raws)
     k_hi = max(r[0] + r[1].numel() - 1 for _, r in raws)
-    f64 = dict(dtype=torch.float64, device=device)
+    f64: dict[str, Any] = {"dtype": torch.float64, "device": device}
     upper, lower_p, lower_q = (torch.zeros(k_hi - k_lo + 1, **f64) for _ in range(3))
     p_inf = 0.0
     for w, (k0, up, pinf, pm, qm) in raws:

@@ -17,7 +17,7 @@ import math
 
 import mpmath
 
-from .. import _validate as check
+from .. import validate as check
 
 __all__ = ["gdp_delta", "gdp_delta_bracket", "gdp_epsilon_bracket"]
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from .._validate import UnsupportedError
+from ..errors import UnsupportedError
 from ..events import DPSGD
 from ..sampling import FixedSize, Neighbouring, Poisson, TruncatedPoisson
 
@@ -530,15 +530,16 @@ def step_pairs(spec: DPSGD) -> StepPairs:
         )
     # Fixed-size without replacement, add/remove: the batch changes by a replacement of one
     # record (shift ≤ 2C) with probability b/n; docs/dominating-pairs.md §4.
+    assert isinstance(s, FixedSize)  # unsupported_reason refused every other sampling
     q = s.batch_size / s.dataset_size
     if q >= 1.0:
         g = GaussianShift(sigma, shift=2.0)
         return StepPairs(g, g, "Gaussian mechanism, sensitivity 2C (fixed-size b = n)")
     if spec.neighbouring is Neighbouring.REPLACE_ONE:
-        r = SymmetrisedRemove(sigma, q=q, shift=2.0)
+        sym = SymmetrisedRemove(sigma, q=q, shift=2.0)
         return StepPairs(
-            r,
-            r,
+            sym,
+            sym,
             "fixed-size WOR replace-one: remove pair (shift 2C, weight b/n) symmetrised for α < 1 "
             "(Balle et al. 2018 Thm 2 + joint convexity; docs/dominating-pairs.md §4b)",
         )

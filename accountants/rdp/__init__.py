@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from .._validate import InputError, UnsupportedError
+from ..errors import InputError, UnsupportedError
 from ..events import DPSGD
 from ..sampling import FixedSize, Neighbouring, Poisson
 from .conversion import OrderGridWarning, delta_from_rdp, eps_from_rdp

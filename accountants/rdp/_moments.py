@@ -20,7 +20,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-from .. import _validate as check
+from .. import validate as check
 from .._numerics import as_float, log_expm1, logsumexp_signed
 from .poisson import _log_binom_table
 

@@ -52,9 +52,9 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-from .. import _validate as check
+from .. import validate as check
 from .._numerics import as_float, binom_sign, log_binom, log_expm1, logsumexp_signed
-from .._validate import InputError, UnsupportedError
+from ..errors import InputError, UnsupportedError
 from ..sampling import Neighbouring
 from ._moments import _gather, _Tables, _tables, log_central_moments
 from .poisson import MAX_SERIES_ORDER, log_a_minus_one, rdp_poisson_gaussian

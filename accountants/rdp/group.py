@@ -45,9 +45,9 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
-from .. import _validate as check
+from .. import validate as check
 from .._numerics import as_float, log1mexp, log_binom, log_expm1
-from .._validate import InputError, InputTypeError, UnsupportedError
+from ..errors import InputError, InputTypeError, UnsupportedError
 from ..events import DPSGD
 from ..results import EpsilonBound
 from ..sampling import Neighbouring, Poisson

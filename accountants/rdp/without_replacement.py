@@ -20,7 +20,7 @@ import math
 import torch
 from torch import Tensor
 
-from .. import _validate as check
+from .. import validate as check
 from .._numerics import as_float, log_binom, log_expm1
 from ._moments import _gather, _tables  # the shared, cancellation-free moment engine
 

@@ -8,9 +8,9 @@ import sys
 from typing import Any
 
 import accountants as acc
-from accountants import _validate as check
 from accountants import describe
-from accountants._validate import InputError
+from accountants import validate as check
+from accountants.errors import InputError
 from accountants.results import check_bracket
 from audit import formatting as fmt
 
@@ -261,6 +261,7 @@ def _run_event(args: argparse.Namespace, spec: Any) -> int:
 
 def _shuffle_header(spec: acc.DPSGD) -> str:
     s = spec.sampling
+    assert isinstance(s, acc.Shuffle)  # called for shuffled runs only
     return (f"DP-SGD: noise_multiplier={spec.noise_multiplier:g}, shuffled batches of {s.batch_size} of "
             f"{s.dataset_size} ({s.steps_per_epoch} steps per epoch), steps={spec.steps}, "
             f"neighbouring={spec.neighbouring.label}, group_size={spec.group_size}")

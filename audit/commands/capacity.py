@@ -18,7 +18,7 @@ import torch
 import accountants as acc
 from accountants import capacity as cap
 from accountants import describe
-from accountants._validate import InputError
+from accountants.errors import InputError
 
 JSON_FORMAT = "dpaudit.capacity/2"  # /2: "mechanism" is accountants.describe.to_dict
 ALL_CLASSES = ("linear", "poly2", "poly3")
@@ -54,6 +54,7 @@ def parse_mechanism(text: str) -> tuple[acc.Gaussian | acc.Laplace | acc.DPSGD, 
     The same grammar as ``dpaudit compare`` (``steps`` defaults to 1 here); InputError names the problem.
     """
     mech = describe.parse_mechanism(text, kinds=KINDS, defaults={"steps": 1})
+    assert isinstance(mech, (acc.Gaussian, acc.Laplace, acc.DPSGD))  # KINDS admits no other
     return mech, describe.to_dict(mech)
 
 
@@ -68,8 +69,7 @@ def run(args: argparse.Namespace) -> int:
     if args.divergence == "kl" and args.order is not None:
         raise InputError("--order applies to --divergence renyi only")
     classes = list(ALL_CLASSES) if args.function_class == "all" else [args.function_class]
-    orders = None if args.order is None else [args.order]
-    res = cap.capacity_divergences(mech, classes, args.divergence, orders)
+    res = cap.capacity_divergences(mech, classes, args.divergence, args.order)
     restricted = {c: _f(v) for c, v in res.restricted.items()}
     unrestricted = _f(res.unrestricted)
     by_dir = {

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
-from accountants._validate import InputError
+from accountants.errors import InputError
 
 from .. import backends, estimate, registry, report, runs
 from .. import formatting as fmt

@@ -55,6 +55,7 @@ def run(args: argparse.Namespace) -> int:
     a = build_tradeoff(args.a, args.method)
     b = build_tradeoff(args.b, args.method)
     c = compare(a, b)
+    risk = {"a": float(a.bayes_risk(0.5)), "b": float(b.bayes_risk(0.5))}
     out = {
         "format": JSON_FORMAT,
         "a": {"mechanism": args.a, "curve": a.description, "bound": a.bound},
@@ -67,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
         "crossings": list(c.crossings),
         "a_dominates_b": c.a_dominates_b,
         "b_dominates_a": c.b_dominates_a,
-        "bayes_risk_at_half": {"a": float(a.bayes_risk(0.5)), "b": float(b.bayes_risk(0.5))},
+        "bayes_risk_at_half": risk,
     }
     if args.json:
         json.dump(out, sys.stdout, sort_keys=True)
@@ -89,8 +90,7 @@ def run(args: argparse.Namespace) -> int:
     elif c.b_dominates_a:
         print("  B Blackwell-dominates A: A is at least as private for every adversary")
     print(
-        f"  minimum Bayes error at prior 1/2: A {out['bayes_risk_at_half']['a']:.6g}, "
-        f"B {out['bayes_risk_at_half']['b']:.6g}"
+        f"  minimum Bayes error at prior 1/2: A {risk['a']:.6g}, B {risk['b']:.6g}"
     )
     if "lower" in c.bounds:
         print("  note: accountant curves are lower bounds on the trade-off; Delta compares the guarantees")

@@ -7,7 +7,7 @@ import sys
 import time
 from typing import Any
 
-from accountants._validate import InputError
+from accountants.errors import InputError
 
 from .. import backends, registry, report, runs
 from .check import announce

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike
 
-from accountants._validate import InputError, InputTypeError
+from accountants.errors import InputError, InputTypeError
 
 
 def _significance(significance: float) -> float:

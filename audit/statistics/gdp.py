@@ -9,7 +9,7 @@ import scipy.optimize
 import scipy.stats
 from numpy.typing import ArrayLike
 
-from accountants._validate import InputError, InputTypeError
+from accountants.errors import InputError, InputTypeError
 
 from ._checks import _delta, _scores, _significance
 from .intervals import clopper_pearson_upper

@@ -6,7 +6,7 @@ import numpy as np
 import scipy.stats
 from numpy.typing import ArrayLike
 
-from accountants._validate import InputError
+from accountants.errors import InputError
 
 from ._checks import _counts, _delta, _rates, _significance
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike
 
-from accountants._validate import InputError, InputTypeError
+from accountants.errors import InputError, InputTypeError
 
 from ._checks import _delta, _rates, _ratio, _scores, _significance, _trials
 from .intervals import INTERVALS, _upper, clopper_pearson, clopper_pearson_upper, epsilon_from_rates

@@ -15,7 +15,7 @@ import scipy.special
 import scipy.stats
 from numpy.typing import ArrayLike
 
-from accountants._validate import InputError, InputTypeError
+from accountants.errors import InputError, InputTypeError
 
 from ._checks import _delta, _scores, _significance
 from .gdp import _gdp_epsilon

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from accountants._validate import InputError, InputTypeError
+from accountants.errors import InputError, InputTypeError
 
 from ._checks import _ratio
 

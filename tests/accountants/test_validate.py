@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from accountants import _validate as check
+from accountants import validate as check
 
 
 def test_scalar_message_names_parameter_and_range():

@@ -6,7 +6,7 @@ import torch
 from scipy.stats import binom
 
 import accountants as acc
-from accountants._validate import InputError, UnsupportedError
+from accountants.errors import InputError, UnsupportedError
 from attacks import canaries, data, games, models
 from attacks import membership as mia
 from attacks.threat import BlackBox, HiddenState, WhiteBox, allows, describe

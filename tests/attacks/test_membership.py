@@ -126,3 +126,13 @@ def test_llr_increasing_in_each_observation(o, q, sigma, b):
         spec = acc.DPSGD(sigma, sampling, steps=1)
         llr = mia.white_box_llr(torch.tensor([[lo], [hi]], dtype=torch.float64), spec, 10)
         assert llr[1] > llr[0]
+
+
+@pytest.mark.parametrize("name", ["llr", "inner_product", "loss", "confidence"])
+def test_a_score_without_its_observation_is_an_input_error(name):
+    """A score asked of a view that lacks what it reads (a white-box score without the update
+    projections, a black-box score without the final model) names the missing observation
+    (InputError, CLI exit 2), where it raised a TypeError on None before (found by mypy)."""
+    view = mia.ScoreView(spec=acc.DPSGD(1.0, acc.Poisson(0.1), 3), n_records=10, m=1)
+    with pytest.raises(acc.InputError, match="this score needs"):
+        mia.score_from_name(name).compute(view)

@@ -15,7 +15,7 @@ from scipy import stats
 from scipy.stats import binom, ks_2samp
 
 import accountants as acc
-from accountants._validate import InputError, UnsupportedError
+from accountants.errors import InputError, UnsupportedError
 from attacks import data, dpsgd, games, models, samplers, worst_case
 from attacks import membership as mia
 from audit import comparator, config, conformance, runs

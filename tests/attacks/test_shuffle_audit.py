@@ -12,7 +12,7 @@ import torch
 from scipy.stats import binom, ks_2samp
 
 import accountants as acc
-from accountants._validate import InputError, UnsupportedError
+from accountants.errors import InputError, UnsupportedError
 from attacks import data, games, models, samplers, worst_case
 from attacks import membership as mia
 from audit import comparator, config, runs

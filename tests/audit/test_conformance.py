@@ -197,3 +197,12 @@ def test_record_update_must_be_called_once_per_step():
     assert mode == "record_update" and u.shape == (3, 650) and float(u.sum()) == 3 * 650
     u, mode = conformance_record._updates(trace, [], 650)
     assert mode == "parameters" and float(u.abs().sum()) == 0.0
+
+
+def test_inclusion_rate_of_every_sampling():
+    """The claimed per-step inclusion probability: q (Poisson), b/n (fixed size, shuffle), k/t (random
+    allocation: a record is in k of every t steps). mypy found the random-allocation case reading
+    batch_size (an AttributeError before). Exact: each is one float division."""
+    for sampling, rate in [(acc.Poisson(0.25), 0.25), (acc.FixedSize(3, 12), 0.25), (acc.Shuffle(3, 12), 0.25),
+                           (acc.RandomAllocation(2, 5), 0.4)]:
+        assert conformance.inclusion_rate(acc.DPSGD(1.0, sampling, 10)) == rate

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import scipy.stats
 
-from accountants._validate import InputError, InputTypeError
+from accountants.errors import InputError, InputTypeError
 from audit import statistics as st
 from audit.statistics import EpsDeltaNull, GaussianNull, SubsampledGaussianNull
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import accountants as acc
-from accountants._validate import InputError
+from accountants.errors import InputError
 from audit import comparator, score, statistics
 from audit.cli import main
 from audit.model import RESULT_FORMAT

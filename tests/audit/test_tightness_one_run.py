@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import accountants as acc
-from accountants._validate import InputError
+from accountants.errors import InputError
 from attacks import membership as mia
 from audit import statistics as st
 from audit import tightness

@@ -5,9 +5,11 @@ inside a computation. Messages follow one shape::
 
     q must be in (0, 1]; got 1.3 (3 of 64 entries out of range, first at index 7)
 
-Scalars and tensors go through the same functions. :class:`InputTypeError` (a ``TypeError``) is
-raised for the wrong kind of input, :class:`InputError` (a ``ValueError``) for a value out of range
-(including NaN). Both derive from :class:`InputError`, the one class the CLI reports as a usage error.
+Scalars and tensors go through the same functions. :class:`~accountants.errors.InputTypeError` (a
+``TypeError``) is raised for the wrong kind of input, :class:`~accountants.errors.InputError` (a
+``ValueError``) for a value out of range (including NaN). The public home of these checks for every
+package (``from accountants import validate as check``); the error classes live in
+:mod:`accountants.errors`.
 """
 
 from __future__ import annotations
@@ -18,32 +20,14 @@ from typing import Any
 
 import torch
 
+from .errors import InputError, InputTypeError
+
 __all__ = [
-    "InputError",
-    "InputTypeError",
-    "UnsupportedError",
     "finite",
     "in_range",
     "integer",
     "positive",
 ]
-
-
-class InputError(ValueError):
-    """Bad input: a value out of its allowed range, an invalid combination, a malformed file or flag.
-
-    The one base class of every input error dpaudit raises. The CLI turns exactly this class into a
-    one-line message naming the parameter and exit code 2; any other exception is an internal error
-    (exit 3, with a traceback). A ``ValueError`` subclass, so ``except ValueError`` keeps working.
-    """
-
-
-class InputTypeError(InputError, TypeError):
-    """Bad input of the wrong kind (a bool where a number belongs, a string where a tensor does)."""
-
-
-class UnsupportedError(InputError):
-    """A combination of settings no implemented theorem covers (never a wrong number instead)."""
 
 
 def _describe(lo: float | None, hi: float | None, closed: str) -> str:
@@ -145,7 +129,3 @@ def integer(lo: int | None = None, hi: int | None = None, **named: Any) -> None:
             if bool(nonint.any()):
                 _fail(name, v, nonint, "an integer")
         in_range(lo, hi, closed="both", **{name: v})
-
-# Users meet these as accountants.InputError etc. (the names the package exports).
-for _cls in (InputError, InputTypeError, UnsupportedError):
-    _cls.__module__ = "accountants"
