@@ -145,6 +145,20 @@ def conformance_lines(result: RunResult) -> list[str]:
     return (["conformance (premises of the DP-SGD proof):", *out]) if out else []
 
 
+def sequential_words(a: AuditResult) -> str | None:
+    """One sentence on a sequential audit: trials spent, why it stopped, the looks (None for a fixed design)."""
+    q = a.sequential
+    if q is None:
+        return None
+    return (f"sequential design: {q.trials} of at most {q.max_trials} trials, stopped by {q.reason}; looks "
+            f"{', '.join(str(n) for n in q.looks)} at levels summing to {a.significance:.4g}")
+
+
+def sequential_lines(result: RunResult) -> list[str]:
+    """One line per sequential audit, for the terminal."""
+    return [f"  {a.name}: {w}" for a in result.audits if (w := sequential_words(a)) is not None]
+
+
 def summary_table(result: RunResult) -> str:
     """A plain-text table for the terminal, under a one-line verdict."""
     _check(result)
@@ -158,6 +172,7 @@ def summary_table(result: RunResult) -> str:
                  f"(delta={result.delta:g}); ceiling: the most this design can certify; eps_tight/eps_rdp: "
                  "accountant upper bounds; eps_estimate: GDP fit, an estimate only.\n" + CERTIFIABLE_SENTENCE)
     lines += conformance_lines(result)
+    lines += sequential_lines(result)
     return "\n".join(lines)
 
 
@@ -430,7 +445,8 @@ def _context(result: RunResult, figures: dict[str, list[tuple[str, Path]]], run:
         audits.append({"a": a, "verdict": verdict, "cls": _CLASS.get(verdict, "ok"), "lower": _lower(a),
                        "claim_word": claim_status(a.claim) if a.claim is not None else None,
                        "lower_over_ceiling": _ratio(_lower(a), a.ceiling), "bar": _bar(a),
-                       "tightness_words": _tightness_words(a), "figures": figs})
+                       "tightness_words": _tightness_words(a), "sequential_words": sequential_words(a),
+                       "figures": figs})
     checks = [a.claim for a in result.audits if a.claim is not None]
     verdict = run_verdict(result)
     claim_word = "holds" if result.claim is None or result.claim.holds else verdict.removeprefix("claim ")
