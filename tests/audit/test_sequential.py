@@ -170,7 +170,7 @@ def test_bad_sequential_keys_name_the_key_and_range(extra, match):
 
 
 def test_max_trials_needs_a_user_trainer():
-    with pytest.raises(InputError, match=r"audit.max_trials = 1000 \(the sequential design\) applies to a user trainer"):
+    with pytest.raises(InputError, match=r"max_trials = 1000 \(the sequential design\) applies to a user trainer"):
         config.loads("[audit]\nmax_trials = 1000\n")
 
 
