@@ -138,32 +138,31 @@ def box_margin(in_scores: ArrayLike, out_scores: ArrayLike, curve: Curve, *, sig
     return float(np.max(_gap(pts.fpr_hi, pts.fnr_hi, curve)))
 
 
-def futile(in_scores: ArrayLike, out_scores: ArrayLike, curve: Curve, *, n_final: int, level_final: float,
-           optimism: float = 0.5) -> bool:
-    """Would the ceiling look fail to reject even if the rates seen now were the truth?  (Futility; a pass.)
+def futile(in_scores: ArrayLike, out_scores: ArrayLike, curve: Curve, *, n_final: int, level_final: float) -> bool:
+    """Would the ceiling look fail to reject even if the rates estimated now were the truth?  (Futility; a pass.)
 
-    Projection: at every candidate threshold of the current grid, the point estimates FPR, FNR are
-    taken as exact, the counts scaled to the ceiling's n_final trials (in the current in/out
+    Projection: at every candidate threshold of the current grid (:func:`.multi_run._grid`) the error
+    rates are estimated, the counts scaled to the ceiling's ``n_final`` trials (in the current in/out
     proportion), and the ceiling look's boxes built from them at ``level_final`` over the ceiling's
-    grid size H_K. Futile iff none of those boxes lies below ``curve``. Optimistic for a violation
-    (the projected boxes are as narrow as the ceiling allows and the rates are not widened), so a
-    bug whose rates are already below the curve keeps playing. Used only to stop with a pass, so it
-    never raises the false-alarm probability (module doc).
+    grid size H_K. Futile iff none of those boxes lies below ``curve``. The rate a threshold was read
+    off is estimated by its order statistic's mean: a threshold at the (k+1)-th largest of n out
+    scores has FPR ~ Beta(k + 1, n − k), mean (k + 1)/(n + 1) (David & Nagaraja 2003 §2.5), not the
+    k/n seen (0 at the largest score, which would project "no false positive in 20,000 trials" from
+    250); the other rate by its count (the threshold is independent of those scores). The projected
+    boxes are as narrow as the ceiling allows, so a bug whose rates are already below the curve keeps
+    playing. Used only to stop with a pass, so it never raises the false-alarm probability (module doc).
     """
     xin = np.asarray(in_scores, dtype=np.float64).reshape(-1)
     xout = np.asarray(out_scores, dtype=np.float64).reshape(-1)
-    if xin.size == 0 or xout.size == 0:
-        return False
     n = xin.size + xout.size
-    if n_final <= n:
+    if xin.size == 0 or xout.size == 0 or n_final <= n:
         return False
     g = _grid(xin, xout, 2.0)
     n_in_f = max(1, round(n_final * xin.size / n))
     n_out_f = max(1, n_final - n_in_f)
     h_f = _levels(n_out_f, 2.0).size + _levels(n_in_f, 2.0).size
-    a, b = g["fp"] / xout.size, g["fn"] / xin.size
-    if optimism < 0.5:  # the rates' one-sided lower confidence limits at ``optimism`` instead of the estimates
-        a, b = clopper_pearson(g["fp"], xout.size, 2 * optimism)[0], clopper_pearson(g["fn"], xin.size, 2 * optimism)[0]
+    a = np.where(g["strict"], np.minimum((g["fp"] + 1) / (xout.size + 1), 1.0), g["fp"] / xout.size)
+    b = np.where(g["strict"], g["fn"] / xin.size, np.minimum((g["fn"] + 1) / (xin.size + 1), 1.0))
     fp = np.clip(np.round(a * n_out_f), 0, n_out_f)
     fn = np.clip(np.round(b * n_in_f), 0, n_in_f)
     a_hi, b_hi = _rates_hi(fp, fn, n_in_f, n_out_f, level_final, h_f)

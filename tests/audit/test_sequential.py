@@ -256,3 +256,12 @@ def test_an_interrupted_sequential_audit_resumes_to_the_same_decision(tmp_path, 
     _, resumed = runs.execute(None, tmp_path / "cut", resume=True, progress=False, claim=True)
     assert resumed.audits[0].sequential == a.sequential and resumed.audits[0].epsilon_lower == a.epsilon_lower
     assert len(trials.read_text().splitlines()) == 500
+
+
+def test_a_time_budget_ends_the_audit_after_a_look_with_a_pass(tmp_path):
+    """The first look is always played; a budget spent by then stops the audit there (no violation claimed)."""
+    cfg = _cfg(tmp_path, "leaky", "[audit]\nmax_trials = 1000\ntime_budget = 1e-6\n" + DESIGN)
+    _, result = runs.execute(cfg, tmp_path / "run", progress=False)
+    q = result.audits[0].sequential
+    assert (q.stopped, q.trials, q.time_budget) == ("time_budget", 250, 1e-6) and q.played >= 250
+    assert not result.violation and "time budget of 1e-06 s ran out after look 1" in q.reason
