@@ -7,7 +7,7 @@ a sound lower bound on the claimed mechanism's curve (the accountant's tight PLD
 A correct DP-SGD with a valid claim satisfies it for every score and every canary.
 
 **The test.** Before any trial is played the looks n_1 < n_2 < … < n_K = ``max_trials`` are fixed
-(:func:`look_schedule`: ``first``, 2·``first``, 4·``first``, …, then the ceiling) and so are their
+(:func:`look_schedule`: ``first`` = 250 trials, then each √2 times the last, then the ceiling) and so are their
 levels α_1, …, α_K with Σ α_k = α (:func:`look_levels`: half of α at the ceiling, the other half
 shared equally by the earlier looks, so a borderline case keeps most of its power at the ceiling).
 At look k the fixed-N test runs on the first n_k trials at level α_k: its candidate thresholds and
@@ -39,8 +39,8 @@ at the boundary of an exact binomial test it fired at one of 5 doubling looks in
 replicates at α = 5 %, this test in 2.5 % (``tests/audit/test_sequential.py``).
 
 >>> looks = look_schedule(20_000)
->>> looks, [round(a, 5) for a in look_levels(len(looks), 0.05)][-2:]
-((250, 500, 1000, 2000, 4000, 8000, 16000, 20000), [0.00357, 0.025])
+>>> looks[:5], looks[-3:], len(looks), [round(a, 5) for a in look_levels(len(looks), 0.05)][-2:]
+((250, 354, 500, 707, 1000), (11314, 16000, 20000), 14, [0.00192, 0.025])
 """
 
 from __future__ import annotations
@@ -60,6 +60,8 @@ from .multi_run import _grid, _levels, empirical_tradeoff
 __all__ = [
     "FINAL_SHARE",
     "FIRST_LOOK",
+    "FUTILITY_Z",
+    "GROWTH",
     "STOPS",
     "Look",
     "SequentialResult",
@@ -73,6 +75,12 @@ __all__ = [
 FIRST_LOOK = 250
 """The first look of :func:`look_schedule` (trials); the looks double from it up to the ceiling."""
 
+GROWTH = 2 ** 0.5
+"""The ratio of two successive looks (:func:`look_schedule`): √2, so a pass is found within 41 % of when it shows."""
+
+FUTILITY_Z = 0.25
+"""Futility projects rates this many standard errors toward the claim (:func:`futile`): cost against power."""
+
 FINAL_SHARE = 0.5
 """The share of α spent at the ceiling look (:func:`look_levels`); the earlier looks share the rest equally."""
 
@@ -83,19 +91,22 @@ Curve = Callable[[np.ndarray], np.ndarray]
 """A sound lower trade-off curve β = f(α), vectorised over numpy arrays of α in [0, 1]."""
 
 
-def look_schedule(max_trials: int, first: int = FIRST_LOOK) -> tuple[int, ...]:
-    """The pre-registered looks: first, 2·first, 4·first, … below ``max_trials``, then ``max_trials``.
+def look_schedule(max_trials: int, first: int = FIRST_LOOK, growth: float = GROWTH) -> tuple[int, ...]:
+    """The pre-registered looks: round(first·growth^k) below ``max_trials``, then ``max_trials``.
 
-    Fixed by (max_trials, first) alone, before any trial. ``max_trials`` ≤ ``first`` gives one look
-    (the fixed-N test at ``max_trials``).
+    Fixed by (max_trials, first, growth) alone, before any trial. ``max_trials`` ≤ ``first`` gives one
+    look (the fixed-N test at ``max_trials``).
     """
     for name, v in (("max_trials", max_trials), ("first", first)):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 2:
             raise InputError(f"{name} must be an integer ≥ 2; got {v!r}")
-    looks, n = [], int(first)
-    while n < max_trials:
-        looks.append(n)
-        n *= 2
+    if isinstance(growth, bool) or not isinstance(growth, (int, float)) or not 1.01 <= growth <= 16:
+        raise InputError(f"growth must be a number in [1.01, 16]; got {growth!r}")
+    looks, k = [], 0
+    while (n := round(first * growth ** k)) < max_trials:
+        if not looks or n > looks[-1]:
+            looks.append(n)
+        k += 1
     return (*looks, int(max_trials))
 
 
@@ -138,7 +149,8 @@ def box_margin(in_scores: ArrayLike, out_scores: ArrayLike, curve: Curve, *, sig
     return float(np.max(_gap(pts.fpr_hi, pts.fnr_hi, curve)))
 
 
-def futile(in_scores: ArrayLike, out_scores: ArrayLike, curve: Curve, *, n_final: int, level_final: float) -> bool:
+def futile(in_scores: ArrayLike, out_scores: ArrayLike, curve: Curve, *, n_final: int, level_final: float,
+           z: float = FUTILITY_Z) -> bool:
     """Would the ceiling look fail to reject even if the rates estimated now were the truth?  (Futility; a pass.)
 
     Projection: at every candidate threshold of the current grid (:func:`.multi_run._grid`) the error
@@ -148,9 +160,12 @@ def futile(in_scores: ArrayLike, out_scores: ArrayLike, curve: Curve, *, n_final
     off is estimated by its order statistic's mean: a threshold at the (k+1)-th largest of n out
     scores has FPR ~ Beta(k + 1, n − k), mean (k + 1)/(n + 1) (David & Nagaraja 2003 §2.5), not the
     k/n seen (0 at the largest score, which would project "no false positive in 20,000 trials" from
-    250); the other rate by its count (the threshold is independent of those scores). The projected
-    boxes are as narrow as the ceiling allows, so a bug whose rates are already below the curve keeps
-    playing. Used only to stop with a pass, so it never raises the false-alarm probability (module doc).
+    250); the other rate by its count (the threshold is independent of those scores). Both are then
+    moved ``z`` standard errors (√(r(1 − r)/n)) toward the claim: a bug must look a little worse than
+    the curve, not merely at it, to keep playing (z = 0.25 cut the trials a mechanism exactly at the
+    claim spends by 38 % and the catch rate of a 1.41·C leak from 98 % to 87 %: docs/fault-detection.md).
+    The projected boxes are as narrow as the ceiling allows. Used only to stop with a pass, so it
+    never raises the false-alarm probability (module doc).
     """
     xin = np.asarray(in_scores, dtype=np.float64).reshape(-1)
     xout = np.asarray(out_scores, dtype=np.float64).reshape(-1)
@@ -163,6 +178,8 @@ def futile(in_scores: ArrayLike, out_scores: ArrayLike, curve: Curve, *, n_final
     h_f = _levels(n_out_f, 2.0).size + _levels(n_in_f, 2.0).size
     a = np.where(g["strict"], np.minimum((g["fp"] + 1) / (xout.size + 1), 1.0), g["fp"] / xout.size)
     b = np.where(g["strict"], g["fn"] / xin.size, np.minimum((g["fn"] + 1) / (xin.size + 1), 1.0))
+    a = np.minimum(a + z * np.sqrt(a * (1 - a) / xout.size), 1.0)  # z standard errors toward the claim
+    b = np.minimum(b + z * np.sqrt(b * (1 - b) / xin.size), 1.0)
     fp = np.clip(np.round(a * n_out_f), 0, n_out_f)
     fn = np.clip(np.round(b * n_in_f), 0, n_in_f)
     a_hi, b_hi = _rates_hi(fp, fn, n_in_f, n_out_f, level_final, h_f)
@@ -208,7 +225,8 @@ class SequentialResult:
 
 
 def sequential_test(scores: ArrayLike, members: ArrayLike, curve: Curve, *, significance: float, max_trials: int,
-                    first: int = FIRST_LOOK, futility: bool = True,
+                    first: int = FIRST_LOOK, growth: float = GROWTH, futility: bool = True,
+                    futility_z: float = FUTILITY_Z,
                     reject: Callable[[np.ndarray, np.ndarray, float], bool] | None = None) -> SequentialResult:
     """Replay the looks over trial-ordered ``scores`` and ``members``; stop at the first look that decides.
 
@@ -223,7 +241,9 @@ def sequential_test(scores: ArrayLike, members: ArrayLike, curve: Curve, *, sign
         significance: α, the false-alarm bound over all looks.
         max_trials: the ceiling (the last look).
         first: the first look (:func:`look_schedule`).
+        growth: the ratio of successive looks (:func:`look_schedule`).
         futility: stop early with a pass when :func:`futile` says so.
+        futility_z: :func:`futile`'s ``z``.
         reject: an extra fixed-N test at a look, ``reject(in_scores, out_scores, level) -> bool``, valid at
             ``level`` under the null (the claim check of ``dpaudit check``); a look rejects when either does.
     """
@@ -236,7 +256,7 @@ def sequential_test(scores: ArrayLike, members: ArrayLike, curve: Curve, *, sign
         raise InputTypeError(f"members must be booleans; got dtype {m.dtype}")
     if not callable(curve):
         raise InputTypeError(f"curve must be callable (alpha -> beta); got {type(curve).__name__}")
-    looks = look_schedule(max_trials, first)
+    looks = look_schedule(max_trials, first, growth)
     levels = look_levels(len(looks), s)
     done: list[Look] = []
     for k, (n, a) in enumerate(zip(looks, levels, strict=True)):
@@ -257,7 +277,7 @@ def sequential_test(scores: ArrayLike, members: ArrayLike, curve: Curve, *, sign
         elif final:
             decision = "ceiling"
         elif futility and xin.size and xout.size and futile(xin, xout, curve, n_final=looks[-1],
-                                                            level_final=levels[-1]):
+                                                            level_final=levels[-1], z=futility_z):
             decision = "futility"
         else:
             decision = "continue"

@@ -25,10 +25,12 @@ def _gdp(mu):
 
 
 def test_looks_and_levels_are_fixed_by_the_ceiling_and_sum_to_alpha():
-    assert sq.look_schedule(20_000) == (250, 500, 1000, 2000, 4000, 8000, 16000, 20000)
-    assert sq.look_schedule(1000) == (250, 500, 1000)
+    assert sq.look_schedule(20_000, growth=2) == (250, 500, 1000, 2000, 4000, 8000, 16000, 20000)
+    assert sq.look_schedule(20_000) == (250, 354, 500, 707, 1000, 1414, 2000, 2828, 4000, 5657, 8000, 11314, 16000,
+                                        20000)  # the default: each look √2 times the last
+    assert sq.look_schedule(1000) == (250, 354, 500, 707, 1000)
     assert sq.look_schedule(250) == (250,) and sq.look_schedule(100) == (100,)  # one look: the fixed-N test
-    assert sq.look_schedule(4000, first=125) == (125, 250, 500, 1000, 2000, 4000)
+    assert sq.look_schedule(4000, first=125, growth=2) == (125, 250, 500, 1000, 2000, 4000)
     lv = sq.look_levels(8, 0.05)
     assert sum(lv) == pytest.approx(0.05, rel=1e-12) and lv[-1] == pytest.approx(0.025)  # half at the ceiling
     assert len(set(lv[:-1])) == 1 and sq.look_levels(1, 0.05) == (0.05,)
@@ -36,6 +38,7 @@ def test_looks_and_levels_are_fixed_by_the_ceiling_and_sum_to_alpha():
     for bad, match in [(lambda: sq.look_schedule(1), "max_trials must be an integer ≥ 2"),
                        (lambda: sq.look_schedule(True), "max_trials"),
                        (lambda: sq.look_schedule(100, first=1.5), "first must be an integer ≥ 2"),
+                       (lambda: sq.look_schedule(100, growth=1.0), r"growth must be a number in \[1.01, 16\]"),
                        (lambda: sq.look_levels(0, 0.05), "n_looks must be an integer ≥ 1"),
                        (lambda: sq.look_levels(3, 1.0), r"significance must be in \(0, 1\)"),
                        (lambda: sq.look_levels(3, 0.05, final_share=0.0), r"final_share must be a number in \(0, 1\]")]:
@@ -64,8 +67,8 @@ def test_alpha_spending_holds_at_the_null_boundary_where_the_naive_repeated_test
     for r in range(reps):
         rng = np.random.default_rng(r)
         x, m = rng.random(2000), rng.random(2000) < 0.5
-        res = sq.sequential_test(x, m, _flat, significance=ALPHA, max_trials=2000, first=125, futility=False,
-                                 reject=_binomial_reject)
+        res = sq.sequential_test(x, m, _flat, significance=ALPHA, max_trials=2000, first=125, growth=2,
+                                 futility=False, reject=_binomial_reject)
         seq += res.violated
         naive += any(_binomial_reject(x[:n][m[:n]], x[:n][~m[:n]], ALPHA) for n in res.looks)
     assert seq / reps <= ALPHA
@@ -117,9 +120,9 @@ def test_decisions_edges_and_replay():
     assert res.stopped == "futility" and res.trials == 250 and res.level == res.levels[0]
     res = sq.sequential_test(noise, m, _gdp(1.0), significance=ALPHA, max_trials=1000, futility=False)
     assert (res.stopped, res.trials, [x.decision for x in res.evaluated]) == (
-        "ceiling", 1000, ["continue", "continue", "ceiling"])
+        "ceiling", 1000, ["continue"] * 4 + ["ceiling"])
     short = sq.sequential_test(noise[:400], m[:400], _gdp(1.0), significance=ALPHA, max_trials=1000, futility=False)
-    assert (short.stopped, short.trials, short.next_look) == ("continue", 250, 500)  # resume: play up to 500
+    assert (short.stopped, short.trials, short.next_look) == ("continue", 354, 500)  # resume: play up to 500
     none = sq.sequential_test(noise[:100], m[:100], _gdp(1.0), significance=ALPHA, max_trials=1000)
     assert (none.stopped, none.trials, none.level, none.next_look) == ("continue", 0, None, 250)
     one_side = sq.sequential_test(noise, np.ones(1000, bool), _gdp(1.0), significance=ALPHA, max_trials=1000)
