@@ -144,6 +144,7 @@ BLACK = '[training]\ntrainer = "no_such_mod_seq:train"\nn_records = 30\nnoise_mu
 
 
 def test_the_black_box_default_is_sequential_unless_trials_are_fixed():
+    assert config.SEQUENTIAL_FIRST_LOOK == sq.FIRST_LOOK  # the config's range names the statistics' first look
     c = config.loads(BLACK)
     assert {v["audit"]["max_trials"] for v in config.variants(c)} == {config.SEQUENTIAL_MAX_TRIALS}
     assert config.loads(BLACK + "[audit]\ntrials = 300\n")["audit"]["max_trials"] == 0  # a fixed N asked for
