@@ -150,8 +150,10 @@ def sequential_words(a: AuditResult) -> str | None:
     q = a.sequential
     if q is None:
         return None
-    return (f"sequential design: {q.trials} of at most {q.max_trials} trials, stopped by {q.reason}; looks "
-            f"{', '.join(str(n) for n in q.looks)} at levels summing to {a.significance:.4g}")
+    looks = ", ".join(str(n) for n in q.looks) if len(q.looks) <= 4 else \
+        f"{q.looks[0]}, {q.looks[1]}, …, {q.looks[-1]} ({len(q.looks)})"
+    return (f"sequential design: {q.trials} of at most {q.max_trials} trials, stopped by {q.reason}; looks {looks} "
+            f"at levels summing to {a.significance:.4g}")
 
 
 def sequential_lines(result: RunResult) -> list[str]:

@@ -176,17 +176,17 @@ def _sequential_game(v: dict[str, Any], c: Any, run_dir: Path, progress: bool, b
 
 
 def _sequential_reason(res: statistics.SequentialResult, stopped: str | None, budget: float | None) -> str:
-    n, k, m = res.trials, len(res.evaluated), res.looks[-1]
+    k, m = len(res.evaluated), res.looks[-1]
     match stopped or res.stopped:
         case "violation":
-            return f"a violation at look {k} of {len(res.looks)} ({n} trials of at most {m})"
+            return f"a violation at look {k} of {len(res.looks)}"
         case "futility":
-            return (f"futility at look {k} of {len(res.looks)} ({n} trials of at most {m}): even if the rates seen "
-                    f"held, {m} trials would not show a violation")
+            return (f"futility at look {k} of {len(res.looks)}: even if the rates seen held, {m} trials would not "
+                    "show a violation")
         case "ceiling":
             return f"the ceiling: all {m} trials played, no violation at any of the {len(res.looks)} looks"
         case _:
-            return f"the time budget of {budget:g} s ran out after look {k} ({n} trials of at most {m}); no violation"
+            return f"the time budget of {budget:g} s ran out after look {k}; no violation at the looks reached"
 
 
 def _numpy_curve(f: acc.TradeOff) -> Callable[[np.ndarray], np.ndarray]:
