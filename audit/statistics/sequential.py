@@ -7,8 +7,8 @@ a sound lower bound on the claimed mechanism's curve (the accountant's tight PLD
 A correct DP-SGD with a valid claim satisfies it for every score and every canary.
 
 **The test.** Before any trial is played the looks n_1 < n_2 < … < n_K = ``max_trials`` are fixed
-(:func:`look_schedule`: ``first`` = 250 trials, then each √2 times the last, then the ceiling) and so are their
-levels α_1, …, α_K with Σ α_k = α (:func:`look_levels`: half of α at the ceiling, the other half
+(:func:`look_schedule`: ``first`` = 250 trials, then each √2 times the last, then the ceiling) and
+so are their levels α_1, …, α_K with Σ α_k = α (:func:`look_levels`: half of α at the ceiling, the other half
 shared equally by the earlier looks, so a borderline case keeps most of its power at the ceiling).
 At look k the fixed-N test runs on the first n_k trials at level α_k: its candidate thresholds and
 their count grid are paid for by the Bonferroni order-statistic grid of :mod:`.multi_run` and its
@@ -16,8 +16,9 @@ boxes are simultaneous Clopper–Pearson boxes (:func:`.multi_run.empirical_trad
 stops at the first look that
 
 - rejects: **violation** (some box lies entirely below f);
-- is *futile* (:func:`futile`): even if the rates observed now held exactly up to the ceiling, the
-  ceiling look's boxes would not reach below f: **futility** (a pass);
+- is *futile* (:func:`futile`): even if the rates estimated now (moved a quarter standard error
+  toward the claim) held up to the ceiling, the ceiling look's boxes would not reach below f:
+  **futility** (a pass);
 
 and otherwise plays trials up to the next look; the last look is the **ceiling** (a pass unless it
 rejects). A time budget or an interruption may end it between looks (**time budget**: a pass on
@@ -32,7 +33,9 @@ futility, the ceiling, a time budget, an interruption, or a user who stops by ha
 looks from the union, never add a rejection. The bound reported at the stopping look (ε_lower,
 boxes) was computed at α_k; all looks' bounds hold simultaneously with probability ≥ 1 − Σ α_k, so
 it holds at 1 − α whichever look the data chose. Futility uses the data freely because it can only
-end the audit with a pass: it costs power (a bug stopped too early), never validity.
+end the audit with a pass: it costs power (a bug stopped too early), never validity. "Anytime" here
+means any data-dependent stopping time at the looks: decisions are taken only at looks, and trials
+played after the last look reached are ignored until the next look.
 
 Re-testing the fixed-N test at the full α at every look (the naive sequential test) is not valid:
 at the boundary of an exact binomial test it fired at one of 5 doubling looks in 12.5 % of 600 seeded
