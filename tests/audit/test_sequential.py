@@ -269,3 +269,16 @@ def test_a_time_budget_ends_the_audit_after_a_look_with_a_pass(tmp_path):
     q = result.audits[0].sequential
     assert (q.stopped, q.trials, q.time_budget) == ("time_budget", 250, 1e-6) and q.played >= 250
     assert not result.violation and "time budget of 1e-06 s ran out after look 1" in q.reason
+
+
+def test_the_sequential_entry_round_trips_and_is_strict():
+    q = model.Sequential(1000, (250, 354, 500, 707, 1000), (0.00625,) * 4 + (0.025,),
+                         (model.SequentialLook(250, 0.00625, None, "continue"),  # -inf margin (one side empty): null
+                          model.SequentialLook(354, 0.00625, -0.05, "futility")), "futility", 354, 500, 0.00625,
+                         "futility at look 2 of 5", None)
+    d = model.to_dict(q)
+    assert model.from_dict(model.Sequential, d) == q
+    with pytest.raises(InputError, match="unknown key 'extra'"):
+        model.from_dict(model.Sequential, {**d, "extra": 1})
+    with pytest.raises(InputError, match="missing the key 'stopped'"):
+        model.from_dict(model.Sequential, {k: v for k, v in d.items() if k != "stopped"})
