@@ -120,6 +120,7 @@ LIMITS: dict[str, int] = {
     "attack.n_shadow": 1024,
     "audit.trials": 1_000_000,
     "audit.chunk_size": 100_000,
+    "audit.max_trials": 1_000_000,
 }
 _HARD_LIMITS = {"audit.seed": 2**63 - 1}
 _MAX_TEXT = 1_000_000  # characters of a configuration file
@@ -137,6 +138,10 @@ RECOMMENDED_VARIANTS = [{"name": "main"}, {"name": "mean_image", "canary": {"kin
 # ... and, in the white box, a third audit whose dead_feature canary feeds the conformance tests of the DP-SGD
 # proof's premises (audit/conformance.py; they share that audit's significance with its ε audit).
 CONFORMANCE_VARIANT = {"name": "conformance", "canary": {"kind": "dead_feature"}}
+# The black-box default's sequential design (docs/fault-detection.md, "Sequential"): the violation test at looks
+# 250, 500, 1000, ... up to this ceiling, alpha spent over the looks; a correct trainer stops early for futility.
+SEQUENTIAL_MAX_TRIALS = 20_000
+SEQUENTIAL_FIRST_LOOK = 250  # audit.statistics.sequential.FIRST_LOOK (not imported: the config stays light)
 # Scores only a user trainer's audit computes (attacks/plugin.py), beside the registered ones.
 USER_TRAINER_SCORES = ("step_spread",)
 
@@ -264,6 +269,10 @@ SCHEMA: dict[str, dict[str, tuple]] = {
         "chunk_size": ("int", 1, 500),
         "lift_limits": ("bool", None, False),
         "trial_timeout": ("float", (0.0, None, "left"), 0.0),  # seconds per trial of a user trainer; 0: none
+        # the sequential design (audit/statistics/sequential.py): 0 = the fixed design (audit.trials trials), else
+        # its ceiling; the black-box default for a user trainer gets SEQUENTIAL_MAX_TRIALS
+        "max_trials": ("max_trials", None, 0),
+        "time_budget": ("float", (0.0, None, "left"), 0.0),  # seconds the sequential design may play; 0: none
     },
     "claim": {
         "epsilon": ("claim_epsilon", None, "accountant"),
@@ -305,6 +314,12 @@ def _check_value(key: str, value: Any, spec: tuple) -> Any:
             if isinstance(value, bool) or not isinstance(value, int) or value < lo or (hard and value > hard):
                 rng = f"an integer ≥ {lo}" + (f" and ≤ {hard}" if hard else "")
                 raise InputError(f"{key} must be {rng}; got {_show(value)}")
+            return value
+        case "max_trials":
+            if isinstance(value, bool) or not isinstance(value, int) or (value != 0 and value < SEQUENTIAL_FIRST_LOOK):
+                raise InputError(f"{key} must be 0 (the fixed design: audit.trials trials) or an integer ≥ "
+                                 f"{SEQUENTIAL_FIRST_LOOK} (the sequential design's ceiling; its first look is "
+                                 f"{SEQUENTIAL_FIRST_LOOK} trials); got {_show(value)}")
             return value
         case "bool":
             if not isinstance(value, bool):
@@ -380,6 +395,17 @@ def _gradient_canaries() -> set[str]:
     return {n for n, info in registry.canaries().items() if info.kind == "gradient"}
 
 
+def _sequential_keys(c: dict[str, dict[str, Any]], where: str) -> None:
+    """audit.max_trials > 0 (the sequential design) plays a user trainer's multi-run game; time_budget needs it."""
+    t, can, aud = c["training"], c["canary"], c["audit"]
+    if aud["time_budget"] and not aud["max_trials"]:
+        raise InputError(f"{where}audit.time_budget applies to the sequential design only (audit.max_trials > 0)")
+    if aud["max_trials"] and (not t["trainer"] or aud["game"] != "multi_run" or can["kind"] == "dead_feature"):
+        raise InputError(f"{where}audit.max_trials = {aud['max_trials']} (the sequential design) applies to a user "
+                         "trainer ([training] trainer) in audit.game 'multi_run' with an ε audit's canary (not "
+                         "'dead_feature'); set audit.max_trials = 0 for the fixed design of audit.trials trials")
+
+
 def _consistent(c: dict[str, dict[str, Any]], where: str) -> None:
     t, can, att, aud = c["training"], c["canary"], c["attack"], c["audit"]
     if aud["trials"] < 2 and aud["game"] != "one_run":  # one training run is a one-run audit only
@@ -391,6 +417,7 @@ def _consistent(c: dict[str, dict[str, Any]], where: str) -> None:
     _consistent_truncation(t, where)
     if aud["trial_timeout"] and not t["trainer"]:
         raise InputError(f"{where}audit.trial_timeout applies to a user trainer ([training] trainer) only")
+    _sequential_keys(c, where)
     if t["trainer"]:  # a user trainer (attacks/plugin.py, docs/own-training.md)
         black = att["threat_model"] == "black_box"
         scores_ok = att["score"] in ("loss", "confidence") if black else (
@@ -508,6 +535,9 @@ def loads(text: str, *, base_dir: str | Path | None = None) -> dict[str, Any]:
             variants_raw = copy.deepcopy(RECOMMENDED_VARIANTS)
             if design["attack"]["threat_model"] == "white_box":
                 variants_raw.append(copy.deepcopy(CONFORMANCE_VARIANT))
+            elif isinstance(raw.setdefault("audit", {}), dict) and "trials" not in raw["audit"]:
+                # black box, no fixed audit.trials asked for: the sequential design
+                raw["audit"].setdefault("max_trials", SEQUENTIAL_MAX_TRIALS)
     if not isinstance(variants_raw, list):
         raise InputError("variant must be an array of tables ([[variant]])")
     base = _validate_sections(raw)
@@ -637,8 +667,9 @@ def load_resolved(path: str | Path) -> dict[str, Any]:
         raw = tomllib.loads(text.replace("\r\n", "\n"))
     except (tomllib.TOMLDecodeError, RecursionError, ValueError):  # ValueError: a 5,000-digit integer
         raise InputError(f"{str(path)!r} is not valid TOML; {how}") from None
-    for section, keys in SCHEMA.items():  # audit.trial_timeout came later (issue 23): older runs resume without it
-        missing = [k for k in keys if k not in raw.get(section, {}) and (section, k) != ("audit", "trial_timeout")]
+    later = {("audit", "trial_timeout"), ("audit", "max_trials"), ("audit", "time_budget")}  # older runs resume
+    for section, keys in SCHEMA.items():  # without the keys added since (issues 23, 25): their defaults
+        missing = [k for k in keys if k not in raw.get(section, {}) and (section, k) not in later]
         if missing:
             raise InputError(f"{str(path)!r} lacks {section}.{missing[0]}; {how}")
     return loads(text)

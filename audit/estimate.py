@@ -59,7 +59,7 @@ def estimate(cfg: dict[str, Any]) -> list[VariantEstimate]:
         aud = v["audit"]
         rows, scores = _scores_bytes(v)
         if v["training"]["trainer"]:
-            out.append(VariantEstimate(v["name"], aud["trials"], 1, rows, None, scores, None))
+            out.append(VariantEstimate(v["name"], aud["max_trials"] or aud["trials"], 1, rows, None, scores, None))
             continue
         setup, c, _, _ = runs.build(v)
         per = dpsgd.bytes_per_model(setup.spec, setup.model, setup.data, m=getattr(c, "records", c.m), probes=c.m)
@@ -76,8 +76,9 @@ def _scores_bytes(v: dict[str, Any]) -> tuple[int, int]:
     """(score rows, bytes the game's records and scores take in memory) of one resolved variant."""
     aud = v["audit"]
     m = v["canary"]["count"] if aud["game"] == "one_run" else 1
-    rows = aud["trials"] * m
-    return rows, rows * _ROW_BYTES + aud["trials"] * (_TRIAL_BYTES + 24 * m)
+    trials = max(aud["trials"], aud.get("max_trials", 0))  # the sequential design's ceiling
+    rows = trials * m
+    return rows, rows * _ROW_BYTES + trials * (_TRIAL_BYTES + 24 * m)
 
 
 def _size(n: float) -> str:
@@ -115,7 +116,10 @@ def describe(cfg: dict[str, Any], *, memory_gb: float | None = None, device: str
     lines = []
     for e in estimate(cfg):
         if e.bytes_per_model_estimate is None:
-            lines.append(f"{e.name}: {e.trials} trials of your trainer; its time and memory are its own (the progress "
+            seq = next(v["audit"]["max_trials"] for v in config_mod.variants(cfg) if v["name"] == e.name)
+            count = (f"{config_mod.SEQUENTIAL_FIRST_LOOK} to {seq} trials (sequential: it stops at the first look "
+                     "that decides)") if seq else f"{e.trials} trials"
+            lines.append(f"{e.name}: {count} of your trainer; its time and memory are its own (the progress "
                          "bar shows the rate once the first trial is done)")
             continue
         if e.bytes_per_model_estimate > budget:

@@ -64,6 +64,8 @@ __all__ = [
     "RunResult",
     "Runtime",
     "ScoreHistogram",
+    "Sequential",
+    "SequentialLook",
     "StepsCurve",
     "ViolationTest",
     "check_name",
@@ -152,6 +154,8 @@ class AuditConfig:
     chunk_size: int
     lift_limits: bool = False  # counts above audit.config.LIMITS allowed (docs/cli.md)
     trial_timeout: float = 0.0  # seconds per trial of a user trainer; 0: none (docs/own-training.md)
+    max_trials: int = 0  # the sequential design's ceiling; 0: the fixed design of ``trials`` trials
+    time_budget: float = 0.0  # seconds the sequential design may play trials; 0: none
 
 
 @dataclass(frozen=True)
@@ -360,6 +364,38 @@ class Conformance:
 
 
 @dataclass(frozen=True)
+class SequentialLook:
+    """One look of the sequential test (:mod:`audit.statistics.sequential`) that the audit reached."""
+
+    n: int
+    level: float
+    margin: float | None  # max over the look's boxes of f(FPR_ub) − FNR_ub (> 0: a box below the curve)
+    decision: str  # violation | futility | ceiling | continue
+
+
+@dataclass(frozen=True)
+class Sequential:
+    """How a sequential audit spent its trials and why it stopped (docs/fault-detection.md, "Sequential").
+
+    ``looks`` and ``levels`` were fixed before any trial (Σ levels = the audit's significance); every
+    statistic of the audit is computed on the first ``trials`` trials at ``level`` and holds at the
+    audit's confidence (all looks jointly). ``played``: trials in the trial file (a time budget can end
+    between looks); ``stopped``: violation, futility, ceiling or time_budget.
+    """
+
+    max_trials: int
+    looks: tuple[int, ...]
+    levels: tuple[float, ...]
+    evaluated: tuple[SequentialLook, ...]
+    stopped: str
+    trials: int
+    played: int
+    level: float
+    reason: str
+    time_budget: float | None = None
+
+
+@dataclass(frozen=True)
 class Runtime:
     """Seconds spent playing the game and in total (game + comparison)."""
 
@@ -440,6 +476,7 @@ class AuditResult:
     models_at_once: int | None = None  # models one chunk trained at once (1: a user trainer, one per trial)
     nonfinite: NonFinite | None = None  # dpaudit score: how ±inf scores were ranked
     conformance: Conformance | None = None  # the premise tests (white-box user trainer, dead_feature canary)
+    sequential: Sequential | None = None  # the sequential design: looks, trials spent, why it stopped
 
     def __post_init__(self) -> None:
         check_name(self.name, "audit name")

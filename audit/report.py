@@ -163,6 +163,22 @@ def one_run_lines(result: RunResult) -> list[str]:
     return (["one-run statistics (which certified what):", *out]) if out else []
 
 
+def sequential_words(a: AuditResult) -> str | None:
+    """One sentence on a sequential audit: trials spent, why it stopped, the looks (None for a fixed design)."""
+    q = a.sequential
+    if q is None:
+        return None
+    looks = ", ".join(str(n) for n in q.looks) if len(q.looks) <= 4 else \
+        f"{q.looks[0]}, {q.looks[1]}, …, {q.looks[-1]} ({len(q.looks)})"
+    return (f"sequential design: {q.trials} of at most {q.max_trials} trials, stopped by {q.reason}; looks {looks} "
+            f"at levels summing to {a.significance:.4g}")
+
+
+def sequential_lines(result: RunResult) -> list[str]:
+    """One line per sequential audit, for the terminal."""
+    return [f"  {a.name}: {w}" for a in result.audits if (w := sequential_words(a)) is not None]
+
+
 def summary_table(result: RunResult) -> str:
     """A plain-text table for the terminal, under a one-line verdict."""
     _check(result)
@@ -177,6 +193,7 @@ def summary_table(result: RunResult) -> str:
                  "accountant upper bounds; eps_estimate: GDP fit, an estimate only.\n" + CERTIFIABLE_SENTENCE)
     lines += conformance_lines(result)
     lines += one_run_lines(result)
+    lines += sequential_lines(result)
     return "\n".join(lines)
 
 
@@ -449,7 +466,8 @@ def _context(result: RunResult, figures: dict[str, list[tuple[str, Path]]], run:
         audits.append({"a": a, "verdict": verdict, "cls": _CLASS.get(verdict, "ok"), "lower": _lower(a),
                        "claim_word": claim_status(a.claim) if a.claim is not None else None,
                        "lower_over_ceiling": _ratio(_lower(a), a.ceiling), "bar": _bar(a),
-                       "tightness_words": _tightness_words(a), "figures": figs})
+                       "tightness_words": _tightness_words(a), "sequential_words": sequential_words(a),
+                       "figures": figs})
     checks = [a.claim for a in result.audits if a.claim is not None]
     verdict = run_verdict(result)
     claim_word = "holds" if result.claim is None or result.claim.holds else verdict.removeprefix("claim ")

@@ -124,7 +124,7 @@ def build(v: dict[str, Any]) -> tuple[games.Setup, Any, Any, list]:
 
 
 def _plugin_game(v: dict[str, Any], c: Any, run_dir: Path, progress: bool, backend: Any = None,
-                 trial_timeout: float | None = None) -> games.AttackOutcome:
+                 trial_timeout: float | None = None, n_trials: int | None = None) -> games.AttackOutcome:
     from attacks import plugin
 
     t, aud = v["training"], v["audit"]
@@ -139,7 +139,87 @@ def _plugin_game(v: dict[str, Any], c: Any, run_dir: Path, progress: bool, backe
                          att["threat_model"], t["clip_norm"], timeout)
     if aud["game"] == "one_run":
         return plugin.one_run_game(ctx, n_runs=aud["trials"], run_dir=run_dir, progress=progress, backend=backend)
-    return plugin.multi_run_game(ctx, n_trials=aud["trials"], run_dir=run_dir, progress=progress, backend=backend)
+    return plugin.multi_run_game(ctx, n_trials=n_trials or aud["trials"], run_dir=run_dir, progress=progress,
+                                 backend=backend)
+
+
+SEQUENTIAL_BLOCK = 250  # trials played between two checks of the time budget (at least; a quarter of those played)
+
+
+def _sequential_game(v: dict[str, Any], c: Any, run_dir: Path, progress: bool, backend: Any,
+                     trial_timeout: float | None, curves: comparator.Curves,
+                     claim: dict[str, Any] | None) -> tuple[games.AttackOutcome, model.Sequential]:
+    """Play a user trainer's multi-run game in blocks up to the sequential test's decision (statistics.sequential).
+
+    The looks are replayed over the trials in ``trials.jsonl`` after every block, so a resumed audit
+    reaches the same decision (a time budget aside: it counts this process's seconds). Returns the
+    outcome of the deciding look's first n trials and what the test did.
+    """
+    aud = v["audit"]
+    f = curves.best
+    if f is None:
+        raise InputError(f"audit.max_trials (the sequential design): no accounting method gives a trade-off curve "
+                         f"for {describe.describe(spec_of(v))}; set audit.max_trials = 0")
+    curve = _numpy_curve(f)
+    reject = _claim_test(claim, spec_of(v), aud) if claim is not None else None
+    budget = float(aud["time_budget"]) or None
+    looks = statistics.look_schedule(aud["max_trials"])
+    t0, target, stopped = time.monotonic(), looks[0], None
+    while True:
+        out = _plugin_game(v, c, run_dir, progress, backend, trial_timeout, n_trials=target)
+        name = out.primary_score
+        res = statistics.sequential_test(out.scores[name], out.truth, curve, significance=aud["significance"],
+                                         max_trials=aud["max_trials"], reject=reject)
+        if res.stopped != "continue":
+            break
+        if budget is not None and time.monotonic() - t0 >= budget and res.evaluated:
+            stopped = "time_budget"
+            break
+        target = min(res.next_look, target + max(SEQUENTIAL_BLOCK, target // 4))
+    played = int(out.truth.numel())
+    if played != res.trials:
+        out = _plugin_game(v, c, run_dir, False, None, trial_timeout, n_trials=res.trials)  # read back, none played
+    seq = model.Sequential(aud["max_trials"], res.looks, res.levels, tuple(
+        model.SequentialLook(x.n, x.level, _finite(x.margin), x.decision) for x in res.evaluated),
+        stopped or res.stopped, res.trials, played, float(res.level), _sequential_reason(res, stopped, budget), budget)
+    return out, seq
+
+
+def _sequential_reason(res: statistics.SequentialResult, stopped: str | None, budget: float | None) -> str:
+    k, m = len(res.evaluated), res.looks[-1]
+    match stopped or res.stopped:
+        case "violation":
+            return f"a violation at look {k} of {len(res.looks)}"
+        case "futility":
+            return (f"futility at look {k} of {len(res.looks)}: even if the rates seen held, {m} trials would not "
+                    "show a violation")
+        case "ceiling":
+            return f"the ceiling: all {m} trials played, no violation at any of the {len(res.looks)} looks"
+        case _:
+            return f"the time budget of {budget:g} s ran out after look {k}; no violation at the looks reached"
+
+
+def _numpy_curve(f: acc.TradeOff) -> Callable[[np.ndarray], np.ndarray]:
+    return lambda a: f(torch.as_tensor(np.asarray(a, dtype=np.float64))).numpy()
+
+
+def _claim_test(claim: dict[str, Any], spec: DPSGD, aud: dict[str, Any]) -> Callable[[np.ndarray, np.ndarray, float],
+                                                                                        bool]:
+    """The claim part of :func:`_check_claim` at one look: ε_lower > claim, or a box below the claim's curve."""
+    d, eps = claim["delta"], claim["epsilon"]
+    if eps == "accountant":
+        eps = min((float(acc.epsilon(spec, d, method=m).value) for m in acc.methods()
+                   if acc.get_method(m).unsupported(spec) is None), default=math.inf)
+    if not math.isfinite(float(eps)):
+        return lambda xin, xout, level: False
+    claim_curve = _numpy_curve(acc.TradeOff.from_dp_pairs(torch.tensor([float(eps)]), torch.tensor([d])))
+    strategy = _strategy(aud["threshold"], int(aud["seed"]))
+
+    def test(xin: np.ndarray, xout: np.ndarray, level: float) -> bool:
+        lb = statistics.epsilon_lower_bound(xin, xout, delta=d, significance=level, strategy=strategy).value
+        return lb > float(eps) or statistics.box_margin(xin, xout, claim_curve, significance=level) > 1e-9
+
+    return test
 
 
 def _strategy(name: str, seed: int) -> statistics.ThresholdStrategy:
@@ -258,7 +338,12 @@ def audit_variant(v: dict[str, Any], run_dir: Path, *, progress: bool = False,
     aud = {**v["audit"], "chunk_size": chunking["models_at_once"]}
     spec = setup.spec
     common = dict(threat=threat, seed=int(aud["seed"]), run_dir=run_dir, progress=progress, backend=backend)
+    curves = comparator.analytical_curves(spec, aud["delta"])
+    seq = None
     match aud["game"]:
+        case _ if v["training"]["trainer"] and aud["max_trials"]:  # the sequential design (audit.max_trials)
+            out, seq = _sequential_game(v, c, run_dir, progress, backend, trial_timeout, curves, claim)
+            aud = {**aud, "significance": seq.level, "trials": seq.trials}  # the deciding look's fixed-N test
         case _ if v["training"]["trainer"]:  # the user's own trainer (attacks/plugin.py)
             out = _plugin_game(v, c, run_dir, progress, backend, trial_timeout)
         case "multi_run":
@@ -276,7 +361,6 @@ def audit_variant(v: dict[str, Any], run_dir: Path, *, progress: bool = False,
         aud = {**aud, "significance": aud["significance"] / 2}
         conf = conformance.run_tests(out.metadata["conformance"], spec, aud["significance"], int(aud["seed"]))
     delta, s = aud["delta"], aud["significance"]
-    curves = comparator.analytical_curves(spec, delta)
     res: dict[str, Any] = dict(
         name=v["name"], design=out.design.value, threat_model=out.threat, score=name,
         canary=v["canary"]["kind"], fault=faults_mod.describe(setup.fault), spec=spec,
@@ -312,6 +396,8 @@ def audit_variant(v: dict[str, Any], run_dir: Path, *, progress: bool = False,
                                                 curves=curves)
         else:
             cmp = comparator.compare_one_run(sc, truth, spec, delta=delta, significance=s, curves=curves)
+        if seq is not None:  # computed at the deciding look's level; all looks hold jointly at the audit's confidence
+            cmp = _restated(cmp, 1 - v["audit"]["significance"])
         viol = next((x for x in cmp.violations if x.violated), cmp.violations[0] if cmp.violations else None)
         res.update(
             rows=int(sc.numel()), n_in=cmp.epsilon_lower.n_in, n_out=cmp.epsilon_lower.n_out,
@@ -336,6 +422,8 @@ def audit_variant(v: dict[str, Any], run_dir: Path, *, progress: bool = False,
                 chk["holds"] = chk["holds"] and not conf.rejected
             res["claim"] = model.ClaimCheck(**{**chk, "reasons": tuple(chk["reasons"])})
     res["conformance"] = conf
+    if seq is not None:
+        res.update(sequential=seq, significance=v["audit"]["significance"])
     res["runtime_s"] = model.Runtime(round(t_game, 2), round(time.perf_counter() - t0, 2))
     return model.AuditResult(**res)
 
@@ -350,6 +438,19 @@ def _check_both_sides(name: str, truth: torch.Tensor, design: games.Design) -> N
     raise RunError(f"audit {name!r}: its {truth.numel()} {unit} hold {n_in} with the canary in and {n_out} with it "
                    "out (each is in with probability 1/2); the statistics need both: raise audit.trials "
                    "(hundreds or more; 2,000 is the default)")
+
+
+def _restated(cmp: comparator.MembershipComparison, confidence: float) -> comparator.MembershipComparison:
+    """``cmp`` with its confidence labels (ε_lower, boxes, violations) set to ``confidence``.
+
+    A sequential audit computes the deciding look's statistics at that look's α_k; the look was chosen
+    by the data, so they hold at 1 − Σ α_k (every look jointly), which is what the labels must say.
+    """
+    cmp.epsilon_lower = dataclasses.replace(cmp.epsilon_lower, confidence=confidence)
+    if cmp.points is not None:
+        cmp.points = dataclasses.replace(cmp.points, confidence=confidence)
+    cmp.violations = [dataclasses.replace(x, confidence=confidence) for x in cmp.violations]
+    return cmp
 
 
 def one_run_statistics(cmp: comparator.MembershipComparison, curves: comparator.Curves | None,

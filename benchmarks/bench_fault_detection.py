@@ -40,6 +40,15 @@ so there is no side-by-side ratio; the figure of merit is the catch table itself
     PYTHONPATH=. python benchmarks/bench_fault_detection.py conformance --out /tmp/conf.jsonl --workers 2
     PYTHONPATH=. python benchmarks/bench_fault_detection.py conformance-table /tmp/conf.jsonl
 
+``sequential`` runs the black-box default's two audits (blank and mean image, each at 2.5 %) with the
+sequential test of issue 25 (audit/statistics/sequential.py, ceiling 20,000 trials) and records the trials
+each spent and why it stopped; ``sequential-null`` simulates the test without training (the claimed
+mechanism's own scores: its false alarms at the null's boundary, its power on a sensitivity k·C leak).
+
+    PYTHONPATH=. python benchmarks/bench_fault_detection.py sequential --out /tmp/seq.jsonl --seeds 5
+    PYTHONPATH=. python benchmarks/bench_fault_detection.py sequential-table /tmp/seq.jsonl
+    PYTHONPATH=. python benchmarks/bench_fault_detection.py sequential-null --reps 400
+
 ``conformance`` runs the white-box default's third audit (issue 25, audit/conformance.py): the
 dead_feature canary, its ε audit and six premise tests at the default's levels, on every trainer of
 the zoo (14 bugs, 4 correct trainers: hand-written, Opacus, momentum with and without
@@ -383,6 +392,118 @@ def conformance_table(path: str) -> None:
               f"(95 % Clopper-Pearson upper bound {clopper_pearson_upper(k, len(correct)):.3f})")
 
 
+# The black-box default for a user trainer (issue 25): blank + mean image, each at 2.5 %, each the sequential test
+# (audit/statistics/sequential.py) with the 20,000-trial ceiling; today's fixed design spends 2 x 2,000.
+SEQ_DESIGNS = ("bb_blank_loss", "bb_mean_image_loss")
+SEQ_CEILING = 20_000
+
+
+def sequential_once(trainer: str, design: str, seed: int, ceiling: int = SEQ_CEILING) -> dict:
+    """One seeded sequential audit (the runner's loop: blocks of trials, the looks replayed after each block)."""
+    import tempfile
+
+    from audit import statistics
+
+    torch.set_num_threads(1)
+    d, spec, curves = _setup()
+    kind, threat, score, _, _ = DESIGNS[design]
+    gen = torch.Generator().manual_seed(seed)
+    can = canaries.mean_image(d, 1, generator=gen) if kind == "mean_image" else getattr(canaries, kind)(
+        d, 1, generator=gen)
+    ctx = plugin.Context(_trainer(trainer), d, can, seed, score, None, spec, threat, C)
+    f = curves.best
+    curve = lambda a: f(torch.as_tensor(a, dtype=torch.float64)).numpy()  # noqa: E731
+    looks = statistics.look_schedule(ceiling)
+    t0, target = time.perf_counter(), looks[0]
+    with tempfile.TemporaryDirectory() as tmp:
+        while True:
+            out = plugin.multi_run_game(ctx, n_trials=target, run_dir=tmp, progress=False)
+            res = statistics.sequential_test(out.scores[score], out.truth, curve, significance=SIGNIFICANCE / 2,
+                                             max_trials=ceiling)
+            if res.stopped != "continue":
+                break
+            target = min(res.next_look, target + max(250, target // 4))
+    return {"trainer": trainer, "design": design, "seed": seed, "ceiling": ceiling, "stopped": res.stopped,
+            "trials": res.trials, "caught": res.violated, "seconds": round(time.perf_counter() - t0, 2),
+            "margins": [round(x.margin, 4) for x in res.evaluated]}
+
+
+def _seq_star(t):
+    return sequential_once(*t)
+
+
+def _run_sequential(tasks, out: str, workers: int) -> None:
+    done = set()
+    if Path(out).exists():
+        done = {(r["trainer"], r["design"], r["seed"], r["ceiling"]) for r in map(json.loads,
+                                                                                 Path(out).read_text().splitlines())}
+    tasks = [t for t in tasks if t not in done]
+    print(f"{len(tasks)} sequential audits to run ({len(done)} already in {out})", flush=True)
+    with open(out, "a", encoding="utf-8") as fh:
+        if workers <= 1:
+            results = (sequential_once(*t) for t in tasks)
+        else:
+            import multiprocessing as mp
+
+            results = mp.get_context("fork").Pool(workers).imap_unordered(_seq_star, tasks)
+        for r in results:
+            fh.write(json.dumps(r) + "\n")
+            fh.flush()
+            print(r, flush=True)
+
+
+def sequential_table(path: str) -> None:
+    """Per trainer: trials spent by the black-box default (both audits) per seed, stop reasons, catches."""
+    rows = [json.loads(line) for line in Path(path).read_text().splitlines()]
+    print("| trainer | seed | blank: trials (stop) | mean image: trials (stop) | both audits | caught | seconds |")
+    print("|---|---|---|---|---|---|---|")
+    for t in dict.fromkeys(r["trainer"] for r in rows):
+        for seed in sorted({r["seed"] for r in rows if r["trainer"] == t}):
+            rs = {r["design"]: r for r in rows if r["trainer"] == t and r["seed"] == seed}
+            cells = [f"{rs[dn]['trials']:,} ({rs[dn]['stopped']})" if dn in rs else "" for dn in SEQ_DESIGNS]
+            total = sum(r["trials"] for r in rs.values())
+            print(f"| {t} | {seed} | {cells[0]} | {cells[1]} | {total:,} | {any(r['caught'] for r in rs.values())} "
+                  f"| {sum(r['seconds'] for r in rs.values()):.0f} |")
+
+
+def sequential_null(reps: int = 400, ceiling: int = SEQ_CEILING) -> None:
+    """The sequential test without training: simulated scores of the claimed mechanism itself.
+
+    The Poisson-subsampled Gaussian of the claim (σ = 3, q = 0.5, 10 steps, sensitivity k·C), one draw per
+    trial, scored by its exact log-likelihood ratio (k = 1: the Neyman–Pearson-optimal score of a mechanism
+    exactly at the claim, whose trade-off curve the PLD curve bounds from below: the null's boundary), or by the
+    sum of its steps (k > 1: the leak of a sensitivity k·C bug). Each replicate a fresh seed; test at 2.5 %.
+    """
+    import numpy as np
+
+    from audit import statistics
+
+    _, spec, curves = _setup()
+    f = curves.best
+    curve = lambda a: f(torch.as_tensor(a, dtype=torch.float64)).numpy()  # noqa: E731
+    for k, n_reps, llr in ((1.0, reps, True), (1.0, reps // 4, False), (1.2, reps // 4, False),
+                           (1.41, reps // 4, False)):
+        stops, spent, fixed = {}, [], 0
+        t0 = time.perf_counter()
+        for r in range(n_reps):
+            rng = np.random.default_rng(r)
+            m = rng.random(ceiling) < 0.5
+            x = k * ((rng.random((ceiling, STEPS)) < Q) * m[:, None]) + SIGMA * rng.standard_normal((ceiling, STEPS))
+            sc = np.log1p(-Q + Q * np.exp((2 * x - 1) / (2 * SIGMA ** 2))).sum(1) if llr else x.sum(1)
+            res = statistics.sequential_test(sc, m, curve, significance=SIGNIFICANCE / 2, max_trials=ceiling)
+            stops[res.stopped] = stops.get(res.stopped, 0) + 1
+            spent.append(res.trials)
+            fixed += comparator.compare_membership(sc[:2000][m[:2000]], sc[:2000][~m[:2000]], spec, delta=DELTA,
+                                                   significance=SIGNIFICANCE / 2, curves=curves).violated
+        e = acc.epsilon(acc.DPSGD(SIGMA / k, acc.Poisson(Q), STEPS), delta=DELTA, method="pld").value
+        v = stops.get("violation", 0)
+        print(f"sensitivity {k:.2f} C (eps_true {e:.2f}), {'exact LLR' if llr else 'sum'} score, {n_reps} reps: "
+              f"stops {stops}; violations {v}/{n_reps} = {v / n_reps:.3f} (95 % CP upper "
+              f"{clopper_pearson_upper(v, n_reps):.3f}); trials mean {np.mean(spent):,.0f}, median "
+              f"{np.median(spent):,.0f}; fixed N = 2,000 at 2.5 %: {fixed}/{n_reps}; {time.perf_counter() - t0:.0f} s",
+              flush=True)
+
+
 def _run(tasks, out: str, workers: int) -> None:
     done = set()
     if Path(out).exists():
@@ -558,6 +679,18 @@ def main() -> None:
     cf.add_argument("--workers", type=int, default=1)
     ct = sub.add_parser("conformance-table", help="markdown table of the conformance JSONL")
     ct.add_argument("path")
+    sq = sub.add_parser("sequential", help="the black-box default's sequential test on trainers x seeds (issue 25)")
+    sq.add_argument("--out", required=True)
+    sq.add_argument("--trainers", default="correct")
+    sq.add_argument("--designs", default=",".join(SEQ_DESIGNS))
+    sq.add_argument("--seeds", type=int, default=5)
+    sq.add_argument("--first-seed", type=int, default=1000)
+    sq.add_argument("--ceiling", type=int, default=SEQ_CEILING)
+    sq.add_argument("--workers", type=int, default=1)
+    st = sub.add_parser("sequential-table", help="markdown table of the sequential JSONL")
+    st.add_argument("path")
+    sn = sub.add_parser("sequential-null", help="the sequential test's false alarms and power without training")
+    sn.add_argument("--reps", type=int, default=400)
     t = sub.add_parser("table", help="markdown table from the JSONL results")
     t.add_argument("study")
     t.add_argument("false_alarm", nargs="?")
@@ -576,6 +709,13 @@ def main() -> None:
         trainers = [*BUGS, "opacus_correct"] if args.trainers == "all" else args.trainers.split(",")
         _run_conformance([(t, args.first_seed + s, args.trials) for s in range(args.seeds) for t in trainers],
                          args.out, args.workers)
+    elif args.cmd == "sequential":
+        _run_sequential([(t, dn, args.first_seed + s, args.ceiling) for s in range(args.seeds)
+                         for t in args.trainers.split(",") for dn in args.designs.split(",")], args.out, args.workers)
+    elif args.cmd == "sequential-table":
+        sequential_table(args.path)
+    elif args.cmd == "sequential-null":
+        sequential_null(args.reps)
     elif args.cmd == "conformance-table":
         conformance_table(args.path)
     elif args.cmd == "sensitivity":

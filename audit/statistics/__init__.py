@@ -33,7 +33,9 @@ independent trials of the mechanism).
 
 Modules: :mod:`.intervals` (binomial intervals, ε from rates), :mod:`.strategies` (threshold
 strategies), :mod:`.multi_run` (multi-run bounds, empirical trade-off, ceilings), :mod:`.gdp`
-(GDP helpers and the GDP estimate), :mod:`.one_run` (one-run bounds), :mod:`.results` (result types).
+(GDP helpers and the GDP estimate), :mod:`.one_run` (one-run bounds), :mod:`.sequential` (the
+sequential violation test: α spent over pre-registered looks, futility stopping), :mod:`.results`
+(result types).
 
 >>> import numpy as np
 >>> from scipy.stats import norm
@@ -80,9 +82,20 @@ from .one_run_order import (
     order_null_epsilon,
 )
 from .results import EmpiricalTradeOff, EpsilonLowerBound, GdpEstimate, GdpLowerBound
+from .sequential import (
+    FIRST_LOOK,
+    Look,
+    SequentialResult,
+    box_margin,
+    futile,
+    look_levels,
+    look_schedule,
+    sequential_test,
+)
 from .strategies import STRATEGIES, Bonferroni, Explicit, MultiSplit, Split, ThresholdStrategy, strategy_name  # noqa: F401
 
 __all__ = [
+    "FIRST_LOOK",
     "MAX_CANARIES",
     "ORDER_GUESS_FRACTIONS",
     "Bonferroni",
@@ -93,11 +106,14 @@ __all__ = [
     "GaussianNull",
     "GdpEstimate",
     "GdpLowerBound",
+    "Look",
     "MultiSplit",
     "OrderNull",
+    "SequentialResult",
     "Split",
     "SubsampledGaussianNull",
     "ThresholdStrategy",
+    "box_margin",
     "ceiling",
     "ceiling_one_run",
     "ceiling_one_run_order",
@@ -110,12 +126,15 @@ __all__ = [
     "epsilon_one_run",
     "epsilon_one_run_fdp",
     "epsilon_one_run_order",
+    "futile",
     "gdp_estimate",
     "gdp_lower_bound_one_run",
     "gdp_lower_bound_one_run_order",
     "gdp_mu_for",
     "jeffreys",
     "jeffreys_upper",
+    "look_levels",
+    "look_schedule",
     "one_run_guess_grid",
     "one_run_order_guess_grid",
     "one_run_order_p_value",
@@ -123,5 +142,6 @@ __all__ = [
     "one_run_order_theta_lower",
     "one_run_p_value",
     "order_null_epsilon",
+    "sequential_test",
 ]
 
