@@ -68,9 +68,10 @@ def test_level_on_correct_trainers():
 
 
 @pytest.mark.parametrize("kw", [dict(noise=2.0), dict(contribution=0.3), dict(contribution=0.0),
-                                dict(mode="record_update")])
+                                dict(mode="record_update"), dict(contribution=0.8, bias_part=0.6)])
 def test_benign_deviations_pass(kw):
-    c = conformance.run_tests(records(400, seed=3, **kw), SPEC, 0.01, 3)  # each test at 0.01/6
+    # contribution 0.8 on the weight, 0.6 on the bias: per-layer clipping with thresholds whose squares sum to C²
+    c = conformance.run_tests(records(400, seed=3, **kw), SPEC, 0.01, 3)  # each test at 0.01/7
     assert not c.rejected, [(t.name, t.p_value) for t in c.tests]
 
 
@@ -82,12 +83,37 @@ def test_benign_deviations_pass(kw):
     (dict(scale_jitter=0.1), "scale_fixed"),
     (dict(member_scale=1.3), "normalisation"),
     (dict(mask_once=True, sigma=1.0), "sampling"),
+    (dict(bias_part=2.0, sigma=1.0), "total_contribution"),  # per-tensor clipping: (1, 2)·C, norm 2.2 C
+    (dict(removal=2.0, sigma=1.0), "total_contribution"),  # the canary wipes the others' clipped sum
 ])
 def test_each_premise_break_is_rejected(kw, name):
     spec = acc.DPSGD(kw.get("sigma", 3.0), acc.Poisson(0.5), 10)
     c = conformance.run_tests(records(800, seed=5, **kw), spec, 0.05, 5, permutations=199)
     t = _by_name(c)[name]
     assert t.rejected and c.rejected, (t.p_value, t.finding)
+
+
+def test_total_contribution_ball_distance_closed_forms():
+    # inside the ball: 0; identity covariance: (|d| - r)² (the nearest point is on the ray); a diagonal
+    # covariance with d on an axis: (|d| - r)² / var along that axis
+    assert conformance._ball_distance(np.array([0.3, 0.4]), np.eye(2), 0.5) == 0.0
+    assert conformance._ball_distance(np.array([3.0, 4.0]), np.eye(2), 2.0) == pytest.approx(9.0, rel=1e-9)
+    assert conformance._ball_distance(np.array([0.0, 5.0]), np.diag([1.0, 4.0]), 1.0) == pytest.approx(4.0, rel=1e-9)
+
+
+def test_total_contribution_level_at_the_boundary():
+    # the canary contributes exactly C, split over the weight and the bias (0.6² + 0.8² = 1): the null's
+    # boundary; 40 seeded audits of 300 trials at level 0.05: P(Bin(40, 0.05) >= 7) = 0.014
+    rejected = sum(_by_name(conformance.run_tests(records(300, seed=s, contribution=0.8, bias_part=0.6), SPEC,
+                                                  0.05 * len(conformance.TESTS), s, permutations=199)
+                            )["total_contribution"].rejected for s in range(40))
+    assert rejected <= 6
+
+
+def test_total_contribution_is_skipped_for_fixed_size_claims():
+    spec = acc.DPSGD(3.0, acc.FixedSize(50, 101), 10)
+    t = _by_name(conformance.run_tests(records(200, seed=1), spec, 0.05, 1, permutations=199))["total_contribution"]
+    assert t.skipped and not t.rejected
 
 
 def test_momentum_without_record_update_is_skipped_not_rejected():
@@ -98,7 +124,7 @@ def test_momentum_without_record_update_is_skipped_not_rejected():
     assert any("state" in n for n in c.notes)
 
 
-def _trainer(noise_scale: float):
+def _trainer(noise_scale: float, rescale: bool = False):
     def train(x, y, *, seed, audit=None):
         g = torch.Generator().manual_seed(seed)
         w, b = torch.zeros(10, x.shape[1]), torch.zeros(10)
@@ -110,6 +136,8 @@ def _trainer(noise_scale: float):
             grads = [r[:, :, None] * x[mask][:, None, :], r]
             f = torch.clamp(1.0 / (torch.cat([gi.flatten(1) for gi in grads], 1).norm(dim=1) + 1e-12), max=1.0)
             sums = [(gi * f.view(-1, *[1] * (gi.ndim - 1))).sum(0) for gi in grads]
+            if rescale:  # the bug mean_times_batch: the clipped sum averaged over |B_t|, then multiplied by B = 50
+                sums = [s_ * 50 / max(int(mask.sum()), 1) for s_ in sums]
             noisy = [s + noise_scale * 3.0 * torch.randn(s.shape, generator=g) for s in sums]
             w, b = w - 0.5 * noisy[0] / 50, b - 0.5 * noisy[1] / 50
             if audit is not None:
@@ -122,11 +150,11 @@ def _trainer(noise_scale: float):
     return train
 
 
-def _game(noise_scale: float, n: int):
-    d = data.digits().subset(slice(0, 100))
+def _game(noise_scale: float, n: int, *, rescale: bool = False, n_records: int = 100):
+    d = data.digits().subset(slice(0, n_records))
     can = conformance_record.dead_feature(d, 1, value=10.0, generator=torch.Generator().manual_seed(0))
-    ctx = plugin.Context(_trainer(noise_scale), d, can, 0, "inner_product", None, acc.DPSGD(3.0, acc.Poisson(0.5), 4),
-                         "white_box", 1.0)
+    ctx = plugin.Context(_trainer(noise_scale, rescale), d, can, 0, "inner_product", None,
+                         acc.DPSGD(3.0, acc.Poisson(0.5), 4), "white_box", 1.0)
     return plugin.multi_run_game(ctx, n_trials=n, progress=False)
 
 
@@ -137,10 +165,25 @@ def test_real_trainer_records_and_verdicts():
     # digits' first 100 records: features 0, 32, 39 are 0 everywhere; the canary sits on feature 0
     assert (r["k"], r["df"], r["mode"], len(r["y"]), len(r["f2"])) == (10, 20, "parameters", 4, 3)
     assert set(r["tensors"]) == {"weight", "bias"} and r["tensors"]["weight"]["n"] == 610
+    assert len(r["p1"]) == 3  # step 1 on the canary's weight and bias gradients and the others' summed gradient
     spec = acc.DPSGD(3.0, acc.Poisson(0.5), 4)
     assert not conformance.run_tests(recs, spec, 0.05, 0, permutations=199).rejected
     bad = conformance.run_tests(_game(1 / 50, 40).metadata["conformance"], spec, 0.05, 0, permutations=199)
     assert _by_name(bad)["contribution"].rejected  # noise 50x too small: the canary moves the update by ~50 C
+
+
+def test_the_audits_smaller_dataset_shows_a_realised_batch_rescaling():
+    # mean_times_batch (the clipped sum over |B_t|, times B = 50, then the noise): with the audit's 40 records
+    # (conformance.natural_records at q = 0.5) |B_t| is about 21, so the canary moves the update by about 2.4 C
+    n = conformance.natural_records(100, "poisson", 0.5)
+    assert n == 40
+    spec = acc.DPSGD(3.0, acc.Poisson(0.5), 4)
+    bad = conformance.run_tests(_game(1.0, 200, rescale=True, n_records=n).metadata["conformance"], spec, 0.05, 0,
+                                permutations=199)
+    t = _by_name(bad)["contribution"]
+    assert t.rejected, (t.p_value, t.finding)
+    ok = conformance.run_tests(_game(1.0, 60, n_records=n).metadata["conformance"], spec, 0.05, 0, permutations=199)
+    assert not ok.rejected, [(t.name, t.p_value) for t in ok.tests]
 
 
 def test_dead_feature_needs_two_dead_features():
@@ -162,6 +205,17 @@ def test_white_box_default_adds_the_conformance_audit():
     c = config.loads('[training]\ntrainer = "torch_trainer:train"\n', base_dir=EXAMPLES)
     assert [v["name"] for v in c["variant"]] == ["main", "mean_image", "conformance"]
     assert [v["canary"]["kind"] for v in config.variants(c)] == ["blank", "mean_image", "dead_feature"]
+
+
+@pytest.mark.parametrize(("text", "n"), [
+    ("sample_rate = 0.5\n", 40),  # ceil(20 / 0.5): batches of about 20 natural records
+    ("sample_rate = 0.1\n", 100),  # ceil(20 / 0.1) = 200 > the 100 records given: all kept
+    ("sampling = \"fixed_wor\"\nbatch_size = 50\n", 100),  # a fixed-size claim names its dataset size
+])
+def test_conformance_audit_chooses_a_smaller_dataset_under_poisson(text, n):
+    c = config.loads('[training]\ntrainer = "torch_trainer:train"\n' + text, base_dir=EXAMPLES)
+    sizes = {v["name"]: v["training"]["n_records"] for v in config.variants(c)}
+    assert sizes == {"main": 100, "mean_image": 100, "conformance": n}
 
 
 def _check(tmp_path, trainer: str) -> tuple[int, str]:
