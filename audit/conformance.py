@@ -273,13 +273,17 @@ def _total_contribution(a: dict, rate: float, sigma: float, level: float, skip: 
         return _result(name, sn, None, None, level, "not tested", "no direction with a spread at step 1")
     d = zi.mean(axis=0)[keep] - zo.mean(axis=0)[keep]
     radius = rate * _kappa(a["df"]) / sigma
-    stat = _ball_distance(d, cov[np.ix_(keep, keep)], radius)
+    try:
+        stat = _ball_distance(d, cov[np.ix_(keep, keep)], radius)
+    except np.linalg.LinAlgError:  # directions that coincide in every trial (a degenerate model)
+        return _result(name, sn, None, None, level, "not tested", "the step-1 directions' covariance is singular")
     p = float(stats.chi2.sf(stat, int(keep.sum())))
-    moved = float(np.linalg.norm(d)) / radius
+    # ‖d‖² overstates ‖E d‖² by the noise's trace: quote the debiased norm
+    moved = math.sqrt(max(float(d @ d) - float(np.trace(cov[np.ix_(keep, keep)])), 0.0)) / radius
     return _result(name, sn, stat, p, level,
                    f"the canary moves the first update by {moved:.2f} C in all {int(keep.sum())} recorded directions "
                    "together (the canary's gradient per tensor, the other records' summed gradient; at most "
-                   "1.00 C, estimate)")
+                   "1.00 C; estimate, debiased for the noise)")
 
 
 def _normalisation(a: dict, steps: np.ndarray, level: float, rng: np.random.Generator, perms: int

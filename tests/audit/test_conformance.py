@@ -166,6 +166,8 @@ def test_real_trainer_records_and_verdicts():
     assert (r["k"], r["df"], r["mode"], len(r["y"]), len(r["f2"])) == (10, 20, "parameters", 4, 3)
     assert set(r["tensors"]) == {"weight", "bias"} and r["tensors"]["weight"]["n"] == 610
     assert len(r["p1"]) == 3  # step 1 on the canary's weight and bias gradients and the others' summed gradient
+    # the canary's weight gradient lies on its dead column K alone, so the first direction is K's: p1[0] = y_1
+    assert all(rec["p1"][0] == pytest.approx(rec["y"][0], rel=1e-9, abs=1e-12) for rec in recs)
     spec = acc.DPSGD(3.0, acc.Poisson(0.5), 4)
     assert not conformance.run_tests(recs, spec, 0.05, 0, permutations=199).rejected
     bad = conformance.run_tests(_game(1 / 50, 40).metadata["conformance"], spec, 0.05, 0, permutations=199)
