@@ -120,7 +120,7 @@ def natural_records(n: int, sampling: str, rate: float) -> int:
     """
     if sampling != "poisson" or not 0 < rate <= 1:
         return n
-    return max(2, min(n, math.ceil(NATURAL_BATCH / rate)))
+    return min(n, max(2, math.ceil(NATURAL_BATCH / rate)))
 
 
 def inclusion_rate(spec: DPSGD) -> float:

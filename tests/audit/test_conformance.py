@@ -209,6 +209,15 @@ def test_white_box_default_adds_the_conformance_audit():
     assert [v["canary"]["kind"] for v in config.variants(c)] == ["blank", "mean_image", "dead_feature"]
 
 
+def test_natural_records_never_exceeds_the_data_and_keeps_non_poisson_claims():
+    for n in (1, 2, 5, 40, 100, 10_000):
+        for rate in (1e-6, 0.01, 0.2, 0.5, 1.0):
+            k = conformance.natural_records(n, "poisson", rate)
+            assert 1 <= k <= n and (k == n or k >= min(n, 20 / rate))  # about 20 expected natural records per batch
+        assert conformance.natural_records(n, "fixed_wor", 0.5) == n
+        assert conformance.natural_records(n, "shuffle", 0.5) == n
+
+
 @pytest.mark.parametrize(("text", "n"), [
     ("sample_rate = 0.5\n", 40),  # ceil(20 / 0.5): batches of about 20 natural records
     ("sample_rate = 0.1\n", 100),  # ceil(20 / 0.1) = 200 > the 100 records given: all kept
