@@ -96,8 +96,10 @@ BUGS = {
     # correct trainers with state
     "momentum_correct": "correct DP-SGD with heavy-ball momentum 0.9; records its privatised gradient",
     "momentum_norecord": "correct DP-SGD with heavy-ball momentum 0.9; does not call audit.record_update",
+    # a correct trainer with a random start (θ_0 differs per trial: the step-1 directions do too)
+    "random_init_correct": "correct DP-SGD from a seeded random start N(0, 0.1²) per parameter",
 }
-CORRECT = ("correct", "opacus_correct", "momentum_correct", "momentum_norecord")
+CORRECT = ("correct", "opacus_correct", "momentum_correct", "momentum_norecord", "random_init_correct")
 
 
 class Trainer:
@@ -114,6 +116,8 @@ class Trainer:
         g = torch.Generator().manual_seed(seed)
         model = torch.nn.Linear(x.shape[1], 10)
         w, b = torch.zeros_like(model.weight.detach()), torch.zeros_like(model.bias.detach())
+        if bug == "random_init_correct":
+            w, b = 0.1 * torch.randn(w.shape, generator=g), 0.1 * torch.randn(b.shape, generator=g)
         n = x.shape[0]
         if audit is not None:
             audit.record([w, b])
