@@ -43,8 +43,8 @@ so there is no side-by-side ratio; the figure of merit is the catch table itself
 ``conformance`` runs the white-box default's third audit (issue 25, audit/conformance.py): the
 dead_feature canary on the audit's own smaller dataset (``conformance.natural_records``: 40 of the 100
 records at q = 0.5), its ε audit and seven premise tests at the default's levels, on every trainer of
-the zoo (14 bugs, 4 correct trainers: hand-written, Opacus, momentum with and without
-``audit.record_update``).
+the zoo (14 bugs, 5 correct trainers: hand-written, Opacus, momentum with and without
+``audit.record_update``, a seeded random start).
 """
 
 from __future__ import annotations
