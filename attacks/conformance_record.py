@@ -23,7 +23,9 @@ parameter, before the optimizer): the tests then read it, whatever the optimizer
 Per trial and step t this records (:func:`trial_stats`): ``y`` the update on K projected on the
 canary's K-gradient direction at θ_{t−1}; ``ss`` = ‖u_t[R]‖² (df = |R|); per parameter tensor the sum
 of squares of its non-dead coordinates; ``f2`` the fraction of ‖u_t[R]‖² not in the span of the
-earlier steps' u_s[R] (fresh noise); the canary gradient's smallest norm over the steps (in C).
+earlier steps' u_s[R] (fresh noise); the canary gradient's smallest norm over the steps (in C); ``p1`` the
+first update projected on the canary's gradient at θ_0 per parameter tensor and on the natural records'
+summed gradient at θ_0 (orthonormalised: :func:`_first_step_projections`).
 """
 
 from __future__ import annotations
@@ -162,4 +164,35 @@ def trial_stats(model: nn.Module, trace: list[Tensor], recorded: list[list[Tenso
         k += p.numel()
     return {"mode": mode, "member": bool(member), "df": int(rr.sum()), "k": int(kk.sum()),
             "y": [float(v) for v in yk], "ss": [float(v) for v in (ur ** 2).sum(dim=1)], "tensors": tensors,
-            "f2": _fresh(ur), "gnorm_min": float(g.norm(dim=1).min()) / clip_norm}
+            "f2": _fresh(ur), "gnorm_min": float(g.norm(dim=1).min()) / clip_norm,
+            "p1": _first_step_projections(model, named, theta[0], g[0], u[0], x, y)}
+
+
+def _first_step_projections(model: nn.Module, named: list, theta0: Tensor, g0: Tensor, u1: Tensor, x: Tensor,
+                            y: Tensor) -> list[float]:
+    """The first update projected on directions fixed by θ_0 and the data alone (``total_contribution`` test).
+
+    The directions, orthonormalised in this order: the canary's gradient at θ_0 restricted to each parameter
+    tensor (one per tensor; zero where the canary does not touch it), then the natural records' summed
+    gradient at θ_0 (the direction a clipped *sum* would lose when the canary dominates it). A direction
+    that vanishes (or lies in the span of the earlier ones) projects to 0.
+    """
+    vecs, k = [], 0
+    for _, p in named:
+        v = torch.zeros_like(g0)
+        v[k:k + p.numel()] = g0[k:k + p.numel()]
+        vecs.append(v)
+        k += p.numel()
+    vecs.append(_flat_grad(model, named, theta0, x, y, None))
+    out: list[float] = []
+    basis: list[Tensor] = []
+    for v in vecs:
+        for b in basis:
+            v = v - (b @ v) * b
+        nv = float(v.norm())
+        if nv <= 1e-9 * max(1.0, float(u1.norm())) or not torch.isfinite(v).all():
+            out.append(0.0)
+            continue
+        basis.append(v / nv)
+        out.append(float(basis[-1] @ u1))
+    return out

@@ -50,9 +50,10 @@ mechanism's own scores: its false alarms at the null's boundary, its power on a 
     PYTHONPATH=. python benchmarks/bench_fault_detection.py sequential-null --reps 400
 
 ``conformance`` runs the white-box default's third audit (issue 25, audit/conformance.py): the
-dead_feature canary, its ε audit and six premise tests at the default's levels, on every trainer of
-the zoo (14 bugs, 4 correct trainers: hand-written, Opacus, momentum with and without
-``audit.record_update``).
+dead_feature canary on the audit's own smaller dataset (``conformance.natural_records``: 40 of the 100
+records at q = 0.5), its ε audit and seven premise tests at the default's levels, on every trainer of
+the zoo (14 bugs, 5 correct trainers: hand-written, Opacus, momentum with and without
+``audit.record_update``, a seeded random start).
 """
 
 from __future__ import annotations
@@ -104,8 +105,10 @@ BUGS = {
     # correct trainers with state
     "momentum_correct": "correct DP-SGD with heavy-ball momentum 0.9; records its privatised gradient",
     "momentum_norecord": "correct DP-SGD with heavy-ball momentum 0.9; does not call audit.record_update",
+    # a correct trainer with a random start (θ_0 differs per trial: the step-1 directions do too)
+    "random_init_correct": "correct DP-SGD from a seeded random start N(0, 0.1²) per parameter",
 }
-CORRECT = ("correct", "opacus_correct", "momentum_correct", "momentum_norecord")
+CORRECT = ("correct", "opacus_correct", "momentum_correct", "momentum_norecord", "random_init_correct")
 
 
 class Trainer:
@@ -122,6 +125,8 @@ class Trainer:
         g = torch.Generator().manual_seed(seed)
         model = torch.nn.Linear(x.shape[1], 10)
         w, b = torch.zeros_like(model.weight.detach()), torch.zeros_like(model.bias.detach())
+        if bug == "random_init_correct":
+            w, b = 0.1 * torch.randn(w.shape, generator=g), 0.1 * torch.randn(b.shape, generator=g)
         n = x.shape[0]
         if audit is not None:
             audit.record([w, b])
@@ -315,7 +320,7 @@ def audit_once(trainer: str, design: str, seed: int, n: int = CHECKPOINTS[-1], c
 
 
 # The white-box default's third audit (audit.config.CONFORMANCE_VARIANT): the dead_feature canary; its ε audit and
-# its six premise tests share that audit's third of the run's 5 % (each half; the tests Bonferroni).
+# its seven premise tests share that audit's third of the run's 5 % (each half; the tests Bonferroni).
 DEFAULT_AUDITS = 3
 
 
@@ -326,6 +331,7 @@ def conformance_once(trainer: str, seed: int, n: int) -> dict:
 
     torch.set_num_threads(1)
     d, spec, curves = _setup()
+    d = d.subset(slice(0, conformance.natural_records(d.n, "poisson", Q)))  # the audit's dataset (config.py)
     can = conformance_record.dead_feature(d, 1, value=10.0, generator=torch.Generator().manual_seed(seed))
     ctx = plugin.Context(_trainer(trainer), d, can, seed, "inner_product", None, spec, "white_box", C)
     t0 = time.perf_counter()

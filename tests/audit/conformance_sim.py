@@ -12,8 +12,13 @@ from attacks.conformance_record import _fresh
 def records(n: int, *, seed: int, steps: int = 10, q: float = 0.5, sigma: float = 3.0, contribution: float = 1.0,
             noise: float = 1.0, bias_noise: float = 1.0, reuse: bool = False, mask_once: bool = False,
             scale_jitter: float = 0.0, member_scale: float = 1.0, r: int = 20, k: int = 10,
-            mode: str = "parameters", momentum: float = 0.0) -> list[dict]:
+            mode: str = "parameters", momentum: float = 0.0, bias_part: float = 0.0, removal: float = 0.0
+            ) -> list[dict]:
     """n trials; the claim is (sigma, q); the trainer adds noise·sigma·C and contributes contribution·C.
+
+    Step 1's projections ``p1`` (weight, bias, natural direction): the canary adds bias_part·C on the
+    bias direction when sampled (per-tensor clipping: contribution² + bias_part² > 1), and removes
+    removal·C from the natural direction (a clipped sum that the canary dominates).
 
     scale_jitter: sd of a per-(trial, step) log-scale (realised-batch normalisation); member_scale: the
     update's scale in member trials (a data-dependent normalisation); momentum: heavy-ball β on the updates.
@@ -40,7 +45,9 @@ def records(n: int, *, seed: int, steps: int = 10, q: float = 0.5, sigma: float 
             for u in (ur, uk, ub, uw):
                 for t in range(1, steps):
                     u[t] += momentum * u[t - 1]
-        out.append({"mode": mode, "member": member, "df": r, "k": k, "y": uk[:, 0].tolist(),
+        nat = a[0] * (s * g.standard_normal() + 0.3 + 0.2 * (g.random() < q) - removal * c[0])
+        p1 = [float(uk[0, 0]), float(a[0] * (s * g.standard_normal() + bias_part * c[0])), float(nat)]
+        out.append({"mode": mode, "member": member, "df": r, "k": k, "y": uk[:, 0].tolist(), "p1": p1,
                     "ss": (ur ** 2).sum(1).tolist(), "f2": _fresh(torch.from_numpy(ur)),
                     "tensors": {"weight": {"n": 50, "ss": (uw ** 2).sum(1).tolist()},
                                 "bias": {"n": 10, "ss": (ub ** 2).sum(1).tolist()}},

@@ -15,6 +15,7 @@ import mpmath as mp
 import numpy as np
 import pytest
 import torch
+from scipy import stats
 
 import accountants as acc
 from attacks import conformance_record, data, plugin
@@ -68,9 +69,10 @@ def test_level_on_correct_trainers():
 
 
 @pytest.mark.parametrize("kw", [dict(noise=2.0), dict(contribution=0.3), dict(contribution=0.0),
-                                dict(mode="record_update")])
+                                dict(mode="record_update"), dict(contribution=0.8, bias_part=0.6)])
 def test_benign_deviations_pass(kw):
-    c = conformance.run_tests(records(400, seed=3, **kw), SPEC, 0.01, 3)  # each test at 0.01/6
+    # contribution 0.8 on the weight, 0.6 on the bias: per-layer clipping with thresholds whose squares sum to C²
+    c = conformance.run_tests(records(400, seed=3, **kw), SPEC, 0.01, 3)  # each test at 0.01/7
     assert not c.rejected, [(t.name, t.p_value) for t in c.tests]
 
 
@@ -82,12 +84,37 @@ def test_benign_deviations_pass(kw):
     (dict(scale_jitter=0.1), "scale_fixed"),
     (dict(member_scale=1.3), "normalisation"),
     (dict(mask_once=True, sigma=1.0), "sampling"),
+    (dict(bias_part=2.0, sigma=1.0), "total_contribution"),  # per-tensor clipping: (1, 2)·C, norm 2.2 C
+    (dict(removal=2.0, sigma=1.0), "total_contribution"),  # the canary wipes the others' clipped sum
 ])
 def test_each_premise_break_is_rejected(kw, name):
     spec = acc.DPSGD(kw.get("sigma", 3.0), acc.Poisson(0.5), 10)
     c = conformance.run_tests(records(800, seed=5, **kw), spec, 0.05, 5, permutations=199)
     t = _by_name(c)[name]
     assert t.rejected and c.rejected, (t.p_value, t.finding)
+
+
+def test_total_contribution_ball_distance_closed_forms():
+    # inside the ball: 0; identity covariance: (|d| - r)² (the nearest point is on the ray); a diagonal
+    # covariance with d on an axis: (|d| - r)² / var along that axis
+    assert conformance._ball_distance(np.array([0.3, 0.4]), np.eye(2), 0.5) == 0.0
+    assert conformance._ball_distance(np.array([3.0, 4.0]), np.eye(2), 2.0) == pytest.approx(9.0, rel=1e-9)
+    assert conformance._ball_distance(np.array([0.0, 5.0]), np.diag([1.0, 4.0]), 1.0) == pytest.approx(4.0, rel=1e-9)
+
+
+def test_total_contribution_level_at_the_boundary():
+    # the canary contributes exactly C, split over the weight and the bias (0.6² + 0.8² = 1): the null's
+    # boundary; 40 seeded audits of 300 trials at level 0.05: P(Bin(40, 0.05) >= 7) = 0.014
+    rejected = sum(_by_name(conformance.run_tests(records(300, seed=s, contribution=0.8, bias_part=0.6), SPEC,
+                                                  0.05 * len(conformance.TESTS), s, permutations=199)
+                            )["total_contribution"].rejected for s in range(40))
+    assert rejected <= 6
+
+
+def test_total_contribution_is_skipped_for_fixed_size_claims():
+    spec = acc.DPSGD(3.0, acc.FixedSize(50, 101), 10)
+    t = _by_name(conformance.run_tests(records(200, seed=1), spec, 0.05, 1, permutations=199))["total_contribution"]
+    assert t.skipped and not t.rejected
 
 
 def test_momentum_without_record_update_is_skipped_not_rejected():
@@ -98,7 +125,7 @@ def test_momentum_without_record_update_is_skipped_not_rejected():
     assert any("state" in n for n in c.notes)
 
 
-def _trainer(noise_scale: float):
+def _trainer(noise_scale: float, rescale: bool = False):
     def train(x, y, *, seed, audit=None):
         g = torch.Generator().manual_seed(seed)
         w, b = torch.zeros(10, x.shape[1]), torch.zeros(10)
@@ -110,6 +137,8 @@ def _trainer(noise_scale: float):
             grads = [r[:, :, None] * x[mask][:, None, :], r]
             f = torch.clamp(1.0 / (torch.cat([gi.flatten(1) for gi in grads], 1).norm(dim=1) + 1e-12), max=1.0)
             sums = [(gi * f.view(-1, *[1] * (gi.ndim - 1))).sum(0) for gi in grads]
+            if rescale:  # the bug mean_times_batch: the clipped sum averaged over |B_t|, then multiplied by B = 50
+                sums = [s_ * 50 / max(int(mask.sum()), 1) for s_ in sums]
             noisy = [s + noise_scale * 3.0 * torch.randn(s.shape, generator=g) for s in sums]
             w, b = w - 0.5 * noisy[0] / 50, b - 0.5 * noisy[1] / 50
             if audit is not None:
@@ -122,11 +151,11 @@ def _trainer(noise_scale: float):
     return train
 
 
-def _game(noise_scale: float, n: int):
-    d = data.digits().subset(slice(0, 100))
+def _game(noise_scale: float, n: int, *, rescale: bool = False, n_records: int = 100):
+    d = data.digits().subset(slice(0, n_records))
     can = conformance_record.dead_feature(d, 1, value=10.0, generator=torch.Generator().manual_seed(0))
-    ctx = plugin.Context(_trainer(noise_scale), d, can, 0, "inner_product", None, acc.DPSGD(3.0, acc.Poisson(0.5), 4),
-                         "white_box", 1.0)
+    ctx = plugin.Context(_trainer(noise_scale, rescale), d, can, 0, "inner_product", None,
+                         acc.DPSGD(3.0, acc.Poisson(0.5), 4), "white_box", 1.0)
     return plugin.multi_run_game(ctx, n_trials=n, progress=False)
 
 
@@ -137,10 +166,27 @@ def test_real_trainer_records_and_verdicts():
     # digits' first 100 records: features 0, 32, 39 are 0 everywhere; the canary sits on feature 0
     assert (r["k"], r["df"], r["mode"], len(r["y"]), len(r["f2"])) == (10, 20, "parameters", 4, 3)
     assert set(r["tensors"]) == {"weight", "bias"} and r["tensors"]["weight"]["n"] == 610
+    assert len(r["p1"]) == 3  # step 1 on the canary's weight and bias gradients and the others' summed gradient
+    # the canary's weight gradient lies on its dead column K alone, so the first direction is K's: p1[0] = y_1
+    assert all(rec["p1"][0] == pytest.approx(rec["y"][0], rel=1e-9, abs=1e-12) for rec in recs)
     spec = acc.DPSGD(3.0, acc.Poisson(0.5), 4)
     assert not conformance.run_tests(recs, spec, 0.05, 0, permutations=199).rejected
     bad = conformance.run_tests(_game(1 / 50, 40).metadata["conformance"], spec, 0.05, 0, permutations=199)
     assert _by_name(bad)["contribution"].rejected  # noise 50x too small: the canary moves the update by ~50 C
+
+
+def test_the_audits_smaller_dataset_shows_a_realised_batch_rescaling():
+    # mean_times_batch (the clipped sum over |B_t|, times B = 50, then the noise): with the audit's 40 records
+    # (conformance.natural_records at q = 0.5) |B_t| is about 21, so the canary moves the update by about 2.4 C
+    n = conformance.natural_records(100, "poisson", 0.5)
+    assert n == 40
+    spec = acc.DPSGD(3.0, acc.Poisson(0.5), 4)
+    bad = conformance.run_tests(_game(1.0, 200, rescale=True, n_records=n).metadata["conformance"], spec, 0.05, 0,
+                                permutations=199)
+    t = _by_name(bad)["contribution"]
+    assert t.rejected, (t.p_value, t.finding)
+    ok = conformance.run_tests(_game(1.0, 60, n_records=n).metadata["conformance"], spec, 0.05, 0, permutations=199)
+    assert not ok.rejected, [(t.name, t.p_value) for t in ok.tests]
 
 
 def test_dead_feature_needs_two_dead_features():
@@ -162,6 +208,26 @@ def test_white_box_default_adds_the_conformance_audit():
     c = config.loads('[training]\ntrainer = "torch_trainer:train"\n', base_dir=EXAMPLES)
     assert [v["name"] for v in c["variant"]] == ["main", "mean_image", "conformance"]
     assert [v["canary"]["kind"] for v in config.variants(c)] == ["blank", "mean_image", "dead_feature"]
+
+
+def test_natural_records_never_exceeds_the_data_and_keeps_non_poisson_claims():
+    for n in (1, 2, 5, 40, 100, 10_000):
+        for rate in (1e-6, 0.01, 0.2, 0.5, 1.0):
+            k = conformance.natural_records(n, "poisson", rate)
+            assert 1 <= k <= n and (k == n or k >= min(n, 20 / rate))  # about 20 expected natural records per batch
+        assert conformance.natural_records(n, "fixed_wor", 0.5) == n
+        assert conformance.natural_records(n, "shuffle", 0.5) == n
+
+
+@pytest.mark.parametrize(("text", "n"), [
+    ("sample_rate = 0.5\n", 40),  # ceil(20 / 0.5): batches of about 20 natural records
+    ("sample_rate = 0.1\n", 100),  # ceil(20 / 0.1) = 200 > the 100 records given: all kept
+    ("sampling = \"fixed_wor\"\nbatch_size = 50\n", 100),  # a fixed-size claim names its dataset size
+])
+def test_conformance_audit_chooses_a_smaller_dataset_under_poisson(text, n):
+    c = config.loads('[training]\ntrainer = "torch_trainer:train"\n' + text, base_dir=EXAMPLES)
+    sizes = {v["name"]: v["training"]["n_records"] for v in config.variants(c)}
+    assert sizes == {"main": 100, "mean_image": 100, "conformance": n}
 
 
 def _check(tmp_path, trainer: str) -> tuple[int, str]:
@@ -206,3 +272,18 @@ def test_inclusion_rate_of_every_sampling():
     for sampling, rate in [(acc.Poisson(0.25), 0.25), (acc.FixedSize(3, 12), 0.25), (acc.Shuffle(3, 12), 0.25),
                            (acc.RandomAllocation(2, 5), 0.4)]:
         assert conformance.inclusion_rate(acc.DPSGD(1.0, sampling, 10)) == rate
+
+
+def test_scale_fixed_is_exact_where_a_normal_reference_is_not():
+    # 2,000 seeded audits of exact-null records (log ss = log chi2_20, 50 trials, 1 step: the one-step mode of a
+    # stateful optimizer) at level 0.01. The Monte Carlo null is exact: P(Bin(2000, 0.01) >= 34) = 0.001.
+    # The normal reference for z (the test before this fix) rejects about 2 % (41 on these seeds; the exact test 21).
+    rng = np.random.default_rng(7)
+    new = old = 0
+    for i in range(2000):
+        t = conformance._scale_fixed({"ss": rng.chisquare(20, size=(50, 1)), "df": 20}, np.arange(1), 0.01,
+                                     np.random.default_rng(i), 199)
+        new += t.p_value <= 0.01
+        old += float(stats.norm.sf(t.statistic)) <= 0.01
+    assert new <= 33, (new, old)
+    assert old > new  # the skewed sample variance of log chi2 puts more than 1 % of z beyond the normal quantile
