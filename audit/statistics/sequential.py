@@ -48,6 +48,7 @@ replicates at α = 5 %, this test in 2.5 % (``tests/audit/test_sequential.py``).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -56,7 +57,7 @@ from numpy.typing import ArrayLike
 
 from accountants.errors import InputError, InputTypeError
 
-from ._checks import _significance
+from ._checks import _floats, _scores, _significance, _trials
 from .intervals import clopper_pearson
 from .multi_run import _grid, _levels, empirical_tradeoff
 
@@ -171,11 +172,15 @@ def futile(in_scores: ArrayLike, out_scores: ArrayLike, curve: Curve, *, n_final
     The projected boxes are as narrow as the ceiling allows. Used only to stop with a pass, so it
     never raises the false-alarm probability (module doc).
     """
-    xin = np.asarray(in_scores, dtype=np.float64).reshape(-1)
-    xout = np.asarray(out_scores, dtype=np.float64).reshape(-1)
+    n_final, level_final = _trials("n_final", n_final), _significance(level_final)
+    if isinstance(z, bool) or not isinstance(z, (int, float)) or not 0.0 <= z < math.inf:
+        raise InputError(f"z must be a finite number ≥ 0; got {z!r}")
+    xin = _floats("in_scores", in_scores).reshape(-1)
+    xout = _floats("out_scores", out_scores).reshape(-1)
     n = xin.size + xout.size
     if xin.size == 0 or xout.size == 0 or n_final <= n:
         return False
+    xin, xout = _scores("in_scores", xin), _scores("out_scores", xout)  # finite
     g = _grid(xin, xout, 2.0)
     n_in_f = max(1, round(n_final * xin.size / n))
     n_out_f = max(1, n_final - n_in_f)

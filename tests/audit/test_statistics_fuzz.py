@@ -19,6 +19,7 @@ from hypothesis import strategies as hs
 
 from accountants import InputError, InputTypeError, UnsupportedError
 from audit import statistics as st
+from audit.statistics.sequential import STOPS
 
 ALLOWED = (InputError, InputTypeError, UnsupportedError)
 SLOW_S = 10.0  # CPU seconds of this process (not wall time: a loaded machine must not fail the test)
@@ -260,12 +261,51 @@ def test_strategy_constructors_reject_bad_parameters(bad):
     assert _make(lambda: st.Explicit(bad)) is None or isinstance(bad, float)
 
 
+def _gauss_curve(alpha):
+    """f(α) = Φ(Φ⁻¹(1 − α) − 1): the 1-GDP curve, a valid trade-off curve (Dong et al. 2022)."""
+    from scipy import stats
+
+    a = np.clip(np.asarray(alpha, dtype=np.float64), 0.0, 1.0)
+    return stats.norm.cdf(stats.norm.isf(a) - 1.0)
+
+
+@FUZZ
+@given(n=hs.one_of(counts, junk), first=hs.one_of(counts, junk), growth=hs.one_of(reals, junk),
+       k=hs.one_of(counts, junk), s=hs.one_of(unit, junk), share=hs.one_of(unit, junk))
+def test_sequential_schedule(n, first, growth, k, s, share):
+    """The looks are increasing and end at the ceiling; the levels are positive and sum to α (audit/statistics/
+    sequential.py: the α-spending that makes the test valid at any stopping time)."""
+    looks = _call(st.look_schedule, n, first, growth)
+    if looks is not None:
+        assert list(looks) == sorted(set(looks)) and looks[-1] == n and len(looks) <= 2000
+    levels = _call(st.look_levels, k, s, share)
+    if levels is not None:
+        assert len(levels) == k and all(x > 0 for x in levels) and math.isclose(sum(levels), s, rel_tol=1e-9)
+
+
+@FUZZ
+@given(xin=score_list, xout=score_list, s=hs.one_of(unit, junk), n_final=hs.one_of(counts, junk),
+       members=hs.lists(hs.booleans(), min_size=0, max_size=60), ceiling=hs.one_of(counts, junk))
+def test_sequential_test_and_its_parts(xin, xout, s, n_final, members, ceiling):
+    """Hostile scores, levels and ceilings: an input error or a finite answer, never NaN, a crash or a hang."""
+    m = _call(st.box_margin, xin, xout, _gauss_curve, significance=s)
+    assert m is None or not math.isnan(m)
+    f = _call(st.futile, xin, xout, _gauss_curve, n_final=n_final, level_final=s)
+    assert f is None or isinstance(f, bool)
+    scores = (xin + xout)[:len(members)]
+    r = _call(st.sequential_test, scores, members[:len(scores)], _gauss_curve, significance=s, max_trials=ceiling,
+              first=2)
+    if r is not None:
+        assert r.stopped in STOPS and math.isclose(sum(r.levels), s, rel_tol=1e-9)
+
+
 def test_every_public_function_is_fuzzed():
     fuzzed = {"clopper_pearson", "clopper_pearson_upper", "jeffreys", "jeffreys_upper", "epsilon_from_rates",
               "epsilon_lower_bound", "empirical_tradeoff", "gdp_estimate", "ceiling", "certifiable_epsilon",
               "gdp_mu_for", "one_run_p_value", "one_run_guess_grid", "epsilon_one_run", "gdp_lower_bound_one_run",
               "epsilon_one_run_fdp", "ceiling_one_run", "epsilon_one_run_order", "gdp_lower_bound_one_run_order",
               "ceiling_one_run_order", "one_run_order_guess_grid", "one_run_order_p_value", "one_run_order_p_values",
-              "one_run_order_theta_lower", "order_null_epsilon"}
+              "one_run_order_theta_lower", "order_null_epsilon",
+              "look_schedule", "look_levels", "box_margin", "futile", "sequential_test"}
     public = {n for n in st.__all__ if callable(getattr(st, n)) and n[0].islower()}
     assert public == fuzzed
