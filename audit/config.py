@@ -134,10 +134,11 @@ RECOMMENDED_DESIGN = RECOMMENDED_BLACK_BOX  # the design for a trainer that take
 # ... and, in a config without [[variant]], a second audit of the same trainer in the same threat model with
 # the mean-image canary (reads the bias: catches noise missing on some parameters, which the blank canary
 # misses). The run's significance is shared between the two (Bonferroni), so the verdict keeps its confidence.
-RECOMMENDED_VARIANTS = [{"name": "main"}, {"name": "mean_image", "canary": {"kind": "mean_image"}}]
+RECOMMENDED_VARIANTS: list[dict[str, Any]] = [{"name": "main"},
+                                             {"name": "mean_image", "canary": {"kind": "mean_image"}}]
 # ... and, in the white box, a third audit whose dead_feature canary feeds the conformance tests of the DP-SGD
 # proof's premises (audit/conformance.py; they share that audit's significance with its ε audit).
-CONFORMANCE_VARIANT = {"name": "conformance", "canary": {"kind": "dead_feature"}}
+CONFORMANCE_VARIANT: dict[str, Any] = {"name": "conformance", "canary": {"kind": "dead_feature"}}
 # The black-box default's sequential design (docs/fault-detection.md, "Sequential"): the violation test at looks
 # 250, 500, 1000, ... up to this ceiling, alpha spent over the looks; a correct trainer stops early for futility.
 SEQUENTIAL_MAX_TRIALS = 20_000
@@ -170,7 +171,8 @@ def recommended_design(trainer: str, base_dir: str | Path | None = None) -> dict
 # A user trainer's one-run audit ([audit] game = "one_run"): what fills the keys the configuration leaves out
 # (keys it writes always win). m input canaries far from the data (distinct inputs, unlike m identical blank
 # images), one training run. No second or conformance audit: they need many runs.
-RECOMMENDED_ONE_RUN = {"canary": {"kind": "out_of_distribution", "count": 1000}, "audit": {"trials": 1}}
+RECOMMENDED_ONE_RUN: dict[str, dict[str, Any]] = {"canary": {"kind": "out_of_distribution", "count": 1000},
+                                                   "audit": {"trials": 1}}
 
 
 def _user_one_run(raw: dict[str, Any]) -> bool:
@@ -548,7 +550,7 @@ def loads(text: str, *, base_dir: str | Path | None = None) -> dict[str, Any]:
             t = base["training"]
             v["training"] = {"n_records": natural_records(t["n_records"], describe.parse_sampling_kind(
                 t["sampling"], key="training.sampling"), t["sample_rate"])}
-    resolved = copy.deepcopy(base)
+    resolved: dict[str, Any] = copy.deepcopy(base)
     resolved["variant"] = []
     seen = set()
     for i, v in enumerate(variants_raw):
