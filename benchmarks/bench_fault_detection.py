@@ -352,29 +352,6 @@ def conformance_once(trainer: str, seed: int, n: int) -> dict:
     return rec
 
 
-def _conf_star(t):
-    return conformance_once(*t)
-
-
-def _run_conformance(tasks, out: str, workers: int) -> None:
-    done = set()
-    if Path(out).exists():
-        done = {(r["trainer"], r["seed"], r["trials"]) for r in map(json.loads, Path(out).read_text().splitlines())}
-    tasks = [t for t in tasks if t not in done]
-    print(f"{len(tasks)} conformance audits to run ({len(done)} already in {out})", flush=True)
-    with open(out, "a", encoding="utf-8") as fh:
-        if workers <= 1:
-            results = (conformance_once(*t) for t in tasks)
-        else:
-            import multiprocessing as mp
-
-            results = mp.get_context("fork").Pool(workers).imap_unordered(_conf_star, tasks)
-        for r in results:
-            fh.write(json.dumps(r) + "\n")
-            fh.flush()
-            print({k: v for k, v in r.items() if not k.startswith(("finding_", "p_"))}, flush=True)
-
-
 def conformance_table(path: str) -> None:
     """Markdown: which premise test catches which trainer (catch rate over seeds); false alarms with CP bounds."""
     from audit import conformance
@@ -434,30 +411,6 @@ def sequential_once(trainer: str, design: str, seed: int, ceiling: int = SEQ_CEI
             "margins": [round(x.margin, 4) for x in res.evaluated]}
 
 
-def _seq_star(t):
-    return sequential_once(*t)
-
-
-def _run_sequential(tasks, out: str, workers: int) -> None:
-    done = set()
-    if Path(out).exists():
-        done = {(r["trainer"], r["design"], r["seed"], r["ceiling"]) for r in map(json.loads,
-                                                                                 Path(out).read_text().splitlines())}
-    tasks = [t for t in tasks if t not in done]
-    print(f"{len(tasks)} sequential audits to run ({len(done)} already in {out})", flush=True)
-    with open(out, "a", encoding="utf-8") as fh:
-        if workers <= 1:
-            results = (sequential_once(*t) for t in tasks)
-        else:
-            import multiprocessing as mp
-
-            results = mp.get_context("fork").Pool(workers).imap_unordered(_seq_star, tasks)
-        for r in results:
-            fh.write(json.dumps(r) + "\n")
-            fh.flush()
-            print(r, flush=True)
-
-
 def sequential_table(path: str) -> None:
     """Per trainer: trials spent by the black-box default (both audits) per seed, stop reasons, catches."""
     rows = [json.loads(line) for line in Path(path).read_text().splitlines()]
@@ -510,30 +463,34 @@ def sequential_null(reps: int = 400, ceiling: int = SEQ_CEILING) -> None:
               flush=True)
 
 
-def _run(tasks, out: str, workers: int) -> None:
+_STUDY_KEY = ("trainer", "design", "seed", "trials")
+
+
+def _apply(once, t):
+    return once(*t)
+
+
+def _run_tasks(once, key: tuple[str, ...], tasks, out: str, workers: int, what: str = "audits",
+               show=lambda r: r) -> None:
+    """Run ``once(*t)`` for every task not yet in the JSON-lines file ``out`` (a task is its record's ``key``
+    fields), appending each record as it finishes (an interrupted study loses no finished audit)."""
     done = set()
     if Path(out).exists():
-        for line in Path(out).read_text().splitlines():
-            r = json.loads(line)
-            done.add((r["trainer"], r["design"], r["seed"], r["trials"]))
+        done = {tuple(r[k] for k in key) for r in map(json.loads, Path(out).read_text().splitlines())}
     tasks = [t for t in tasks if t not in done]
-    print(f"{len(tasks)} audits to run ({len(done)} already in {out})", flush=True)
+    print(f"{len(tasks)} {what} to run ({len(done)} already in {out})", flush=True)
     with open(out, "a", encoding="utf-8") as fh:
         if workers <= 1:
-            results = (audit_once(*t) for t in tasks)
+            results = (once(*t) for t in tasks)
         else:
+            import functools
             import multiprocessing as mp
 
-            pool = mp.get_context("fork").Pool(workers)
-            results = pool.imap_unordered(_star, tasks)
+            results = mp.get_context("fork").Pool(workers).imap_unordered(functools.partial(_apply, once), tasks)
         for r in results:
             fh.write(json.dumps(r) + "\n")
             fh.flush()
-            print(r, flush=True)
-
-
-def _star(t):
-    return audit_once(*t)
+            print(show(r), flush=True)
 
 
 def clopper_pearson_upper(k: int, n: int, alpha: float = 0.05) -> float:
@@ -706,18 +663,22 @@ def main() -> None:
         bugs = list(BUGS) if args.bugs == "all" else args.bugs.split(",")
         designs = list(DESIGNS) if args.designs == "all" else args.designs.split(",")
         tasks = [(b, dn, 1000 + s) for s in range(args.seeds) for b in bugs for dn in designs]
-        _run([(*t, CHECKPOINTS[-1]) for t in tasks], args.out, args.workers)
+        _run_tasks(audit_once, _STUDY_KEY, [(*t, CHECKPOINTS[-1]) for t in tasks], args.out, args.workers)
     elif args.cmd == "false-alarm":
         tasks = [(tr, dn, 5000 + s, args.trials) for s in range(args.audits) for tr in args.trainers.split(",")
                  for dn in args.designs.split(",")]
-        _run(tasks, args.out, args.workers)
+        _run_tasks(audit_once, _STUDY_KEY, tasks, args.out, args.workers)
     elif args.cmd == "conformance":
         trainers = [*BUGS, "opacus_correct"] if args.trainers == "all" else args.trainers.split(",")
-        _run_conformance([(t, args.first_seed + s, args.trials) for s in range(args.seeds) for t in trainers],
-                         args.out, args.workers)
+        _run_tasks(conformance_once, ("trainer", "seed", "trials"),
+                   [(t, args.first_seed + s, args.trials) for s in range(args.seeds) for t in trainers],
+                   args.out, args.workers, "conformance audits",
+                   show=lambda r: {k: v for k, v in r.items() if not k.startswith(("finding_", "p_"))})
     elif args.cmd == "sequential":
-        _run_sequential([(t, dn, args.first_seed + s, args.ceiling) for s in range(args.seeds)
-                         for t in args.trainers.split(",") for dn in args.designs.split(",")], args.out, args.workers)
+        _run_tasks(sequential_once, ("trainer", "design", "seed", "ceiling"),
+                   [(t, dn, args.first_seed + s, args.ceiling) for s in range(args.seeds)
+                    for t in args.trainers.split(",") for dn in args.designs.split(",")],
+                   args.out, args.workers, "sequential audits")
     elif args.cmd == "sequential-table":
         sequential_table(args.path)
     elif args.cmd == "sequential-null":
