@@ -107,17 +107,25 @@ ALLOCATION_ROW = "random_allocation_add_remove"
 ALLOCATION_SPEC = acc.DPSGD(1.0, acc.RandomAllocation(1, 5), 10)  # 2 epochs of 5 steps
 
 
-def certifiable_on_allocation_pair(spec: acc.DPSGD, n_in: int, n_out: int, significance: float,
-                                   replicates: int = 11, seed: int = 0) -> list[float]:
-    """ε lower bounds of ``replicates`` optimal audits of the balls-in-bins pair (sorted; its exact LLR)."""
+def certifiable_on_pair(sample, llr, spec: acc.DPSGD, n_in: int, n_out: int, significance: float,
+                        replicates: int = 11, seed: int = 0) -> list[float]:
+    """ε lower bounds of ``replicates`` optimal audits of a realised pair (sorted): ``sample(spec, n, generator=g)``
+    draws (in, out) observations of the pair, ``llr(x, spec)`` is its exact log-likelihood ratio."""
     g = __import__("torch").Generator().manual_seed(seed)
     out = []
     for _ in range(replicates):
-        xin, _ = worst_case.sample_allocation_pair(spec, n_in, generator=g)
-        _, xout = worst_case.sample_allocation_pair(spec, n_out, generator=g)
-        si, so = mia.allocation_llr(xin, spec).numpy(), mia.allocation_llr(xout, spec).numpy()
+        xin, _ = sample(spec, n_in, generator=g)
+        _, xout = sample(spec, n_out, generator=g)
+        si, so = llr(xin, spec).numpy(), llr(xout, spec).numpy()
         out.append(st.epsilon_lower_bound(si, so, delta=DELTA, significance=significance).value)
     return sorted(out)
+
+
+def certifiable_on_allocation_pair(spec: acc.DPSGD, n_in: int, n_out: int, significance: float,
+                                   replicates: int = 11, seed: int = 0) -> list[float]:
+    """:func:`certifiable_on_pair` of the balls-in-bins pair (its exact LLR)."""
+    return certifiable_on_pair(worst_case.sample_allocation_pair, mia.allocation_llr, spec, n_in, n_out,
+                               significance, replicates, seed)
 
 
 def run_allocation_row(trials: int, significance: float, seed: int = 0, spec: acc.DPSGD = ALLOCATION_SPEC) -> dict:
@@ -136,15 +144,9 @@ def run_allocation_row(trials: int, significance: float, seed: int = 0, spec: ac
 
 def certifiable_on_shuffle_pair(spec: acc.DPSGD, n_in: int, n_out: int, significance: float,
                                 replicates: int = 11, seed: int = 0) -> list[float]:
-    """ε lower bounds of ``replicates`` optimal audits of the realised shuffled pair (sorted; its exact LLR)."""
-    g = __import__("torch").Generator().manual_seed(seed)
-    out = []
-    for _ in range(replicates):
-        xin, _ = worst_case.sample_shuffle_pair(spec, n_in, generator=g)
-        _, xout = worst_case.sample_shuffle_pair(spec, n_out, generator=g)
-        si, so = mia.shuffled_llr(xin, spec, 2.0, 1.0).numpy(), mia.shuffled_llr(xout, spec, 2.0, 1.0).numpy()
-        out.append(st.epsilon_lower_bound(si, so, delta=DELTA, significance=significance).value)
-    return sorted(out)
+    """:func:`certifiable_on_pair` of the realised shuffled pair (its exact LLR)."""
+    return certifiable_on_pair(worst_case.sample_shuffle_pair, lambda x, sp: mia.shuffled_llr(x, sp, 2.0, 1.0), spec,
+                               n_in, n_out, significance, replicates, seed)
 
 
 def run_shuffle_row(trials: int, significance: float, seed: int = 0, spec: acc.DPSGD = SHUFFLE_SPEC) -> dict:
