@@ -174,7 +174,10 @@ def test_a_result_written_before_the_records_loads_renders_and_keeps_its_fields(
     assert {k: v for k, v in new["steps_curve"].items() if k != "series"} == old["steps_curve"]
     assert model.RunResult.from_json(again) == r
     assert report.summary_columns(r)[9:11] == ["eps_tight (pld)", "eps_rdp"]
-    assert "| ε_tight (PLD) | ε_rdp |" in report.render(tmp_path / "run", r)["markdown"].read_text()
+    md = report.render(tmp_path / "run", r)["markdown"].read_text()
+    assert "| ε_tight (PLD) | ε_rdp |" in md
+    # one line per method's ratio (0.8 / 2.3, 0.8 / 2.6), then the next item on its own line
+    assert "the tightest, by `pld`, is the curve tested; ε_lower/ε_tight (PLD) 0.348, ε_lower/ε_rdp 0.308\n- " in md
 
 
 def test_records_that_contradict_the_old_fields_are_refused():
