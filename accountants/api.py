@@ -33,6 +33,7 @@ __all__ = [
     "delta",
     "epsilon",
     "get_method",
+    "method_label",
     "methods",
     "poisson_epsilon",
     "rdp_curve",
@@ -51,6 +52,8 @@ class Method(Protocol):
     ``curve(spec, orders) -> (RDP curve, theorem)``, from which :meth:`accountants.TradeOff.from_spec`
     builds the RDP-derived curve; without either it builds one from ``delta`` on an ε grid. The
     CLI (``account``, ``compare``), the audit's curves and the report list every registered method.
+    Optionally ``label``, a short name for report columns and figure legends (:func:`method_label`;
+    default the name).
     """
 
     name: str
@@ -85,6 +88,11 @@ def methods() -> list[str]:
     return sorted(_METHODS)
 
 
+def method_label(name: str) -> str:
+    """The registered method's ``label`` for report columns ("tight (PLD)", "rdp"), else its name."""
+    return str(getattr(get_method(name), "label", name))
+
+
 def _parts(spec: Spec) -> tuple[DPSGD, ...]:
     if isinstance(spec, DPSGD):
         return (spec,)
@@ -110,6 +118,7 @@ class RdpMethod:
     """Rényi-DP accounting with the Balle et al. 2020 Thm 21 conversion over an order grid."""
 
     name = "rdp"
+    label = "rdp"
 
     def __init__(self, orders: Tensor | None = None, refine: int = 8) -> None:
         self.orders = default_orders() if orders is None else torch.as_tensor(orders, dtype=torch.float64)
@@ -224,15 +233,20 @@ def _ask(spec: Spec, method: str, query: Callable[[Any, Spec], Any]) -> Any:
     return query(m, spec)
 
 
-def rdp_curve(spec: Spec, orders: Tensor | None = None) -> Tensor:
-    """The composed RDP curve of ``spec`` at ``orders`` (default grid).  Bound: upper."""
+def rdp_curve(spec: Spec, orders: Tensor | None = None, *, method: str = "rdp") -> Tensor:
+    """The composed RDP curve of ``spec`` at ``orders`` (default grid) from ``method``, a registered
+    method with an RDP curve (``curve(spec, orders)``).  Bound: upper."""
     spec = reduce_shuffle(spec)
-    m = get_method("rdp")
+    m = get_method(method)
+    curve = getattr(m, "curve", None)
+    if curve is None:
+        raise InputError(f"method {method!r} has no RDP curve; choose one of "
+                         f"{[n for n in methods() if hasattr(_METHODS[n], 'curve')]}")
     _require(spec, m)
     if orders is not None:
         orders = torch.as_tensor(orders, dtype=torch.float64) if not isinstance(orders, Tensor) else orders
         check.in_range(1.0, None, closed="neither", orders=orders)
-    return m.curve(spec, orders)[0]  # type: ignore[attr-defined]
+    return curve(spec, orders)[0]
 
 
 def poisson_epsilon(

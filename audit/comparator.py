@@ -1,9 +1,11 @@
 """Place the experiment on the theory: empirical points and boxes against analytical curves.
 
-The analytical curves of the audited spec come from the accountants (both are sound LOWER
-bounds on the true trade-off curve, so ``bound == "lower"``): the RDP-derived curve
-(``acc.tradeoff_curve(spec, method="rdp")``) and the tight PLD curve (``method="pld"``) where the PLD
-accountant covers the spec.
+The analytical curves of the audited spec come from the accountants (each is a sound LOWER
+bound on the true trade-off curve, so ``bound == "lower"``): one per registered accounting method
+(:func:`accountants.methods`: "rdp", "pld", and any method registered later) that covers the spec.
+Of those, :func:`tightest_method` picks the one with the smallest ε at δ (the minimum of sound upper
+bounds is sound); its curve is the one every test below runs against, and ε_certifiable is
+simulated on it (:mod:`audit.runs`).
 
 - **Violation test** (:func:`violation_test`): if some confidence box lies entirely below a sound
   lower curve f, i.e. its upper corner has FNR_ub < f(FPR_ub) (or FPR_ub < f(FNR_ub), the other
@@ -57,6 +59,7 @@ __all__ = [
     "compare_one_run",
     "compare_reconstruction",
     "format_confidence",
+    "tightest_method",
     "violation_test",
 ]
 
@@ -79,6 +82,18 @@ def format_confidence(c: float) -> str:
     return f"{100.0 * c:.12g}%"
 
 
+def tightest_method(epsilon: dict[str, float]) -> str | None:
+    """The method with the smallest ε (ties: the first in name order); None for no method.
+
+    The one choice of the accountant the audit reports as its upper bound and runs against: the
+    violation test, the reconstruction bound and ε_certifiable all use this method's curve. Each
+    method's ε is a sound upper bound, so their minimum is one too.
+    """
+    if not epsilon:
+        return None
+    return min(sorted(epsilon), key=lambda m: epsilon[m])
+
+
 @dataclass
 class Curves:
     """The analytical curves of one spec (sound lower bounds on its trade-off curve), keyed by method name.
@@ -92,6 +107,7 @@ class Curves:
         curves: method name → TradeOff (a lower bound on the trade-off curve).
         epsilon: method name → the accountant's ε at ``delta`` (an upper bound).
         epsilon_lower: method name → the certified lower end of the method's bracket, or None.
+        labels: method name → its label for reports (:func:`accountants.method_label`).
         notes: why a method is missing ("name: reason").
     """
 
@@ -100,14 +116,13 @@ class Curves:
     curves: dict[str, TradeOff] = field(default_factory=dict)
     epsilon: dict[str, float] = field(default_factory=dict)
     epsilon_lower: dict[str, float | None] = field(default_factory=dict)
+    labels: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
     @property
     def best_method(self) -> str | None:
-        """The method with the smallest ε (ties: the first in name order), or None when none covers the spec."""
-        if not self.curves:
-            return None
-        return min(sorted(self.curves), key=lambda m: self.epsilon.get(m, math.inf))
+        """:func:`tightest_method` of the methods with a curve, or None when none covers the spec."""
+        return tightest_method({m: self.epsilon.get(m, math.inf) for m in self.curves})
 
     @property
     def best(self) -> TradeOff | None:
@@ -120,7 +135,8 @@ class Curves:
         """The smallest accountant ε (each is a sound upper bound)."""
         return min(self.epsilon.values()) if self.epsilon else None
 
-    # Read-only names of the two built-in methods, for callers written before the registry drove this.
+    # Read-only names of the two built-in methods, for callers written before the registry drove this
+    # (and for the result's epsilon_rdp/epsilon_tight fields); nothing chooses a curve by these names.
     @property
     def rdp(self) -> TradeOff | None:
         return self.curves.get("rdp")
@@ -159,6 +175,7 @@ def analytical_curves(spec: DPSGD, delta: float, *, methods: tuple[str, ...] | N
             out.notes.append(f"{method}: {exc}")
             continue
         out.curves[method], out.epsilon[method], out.epsilon_lower[method] = f, float(e.value), e.lower
+        out.labels[method] = acc.method_label(method)
     return out
 
 
@@ -264,8 +281,8 @@ class MembershipComparison:
     """Everything the report says about one membership audit (multi-run or one-run).
 
     Lower bounds: ``epsilon_lower`` (at ``delta``, confidence 1 − s); ``gdp_lower`` bounds the GDP μ
-    (one-run f-DP audit), not ε. Upper bounds:
-    ``curves.epsilon_rdp``, ``curves.epsilon_tight``. Estimates: ``gdp``, the Δ's, ``tightness_*``.
+    (one-run f-DP audit), not ε. Upper bounds: ``curves.epsilon`` (one per method; the tightest,
+    ``curves.epsilon_best``, is the one tested). Estimates: ``gdp``, the Δ's, ``tightness_*``.
     """
 
     epsilon_lower: EpsilonLowerBound
@@ -335,7 +352,7 @@ def compare_one_run(scores, truth, spec: DPSGD, *, delta: float, significance: f
                     curves: Curves | None = None, independent_canaries: bool = False) -> MembershipComparison:
     """One-run audit (m canaries, one training run each): Steinke et al. bound, f-DP GDP bound, and the ε test.
 
-    The violation test here is ε_lower > ε_tight (a sound lower bound above a sound upper bound);
+    The violation test here is ε_lower > the tightest accountant ε (a sound lower bound above a sound upper bound);
     confidence boxes do not apply to the canaries of one run. The f-DP result
     (:func:`audit.statistics.gdp_lower_bound_one_run`) bounds the GDP μ; it is kept as ``gdp_lower``
     and never enters ε_lower or a violation test.
@@ -382,7 +399,7 @@ class ReconstructionComparison:
         success_rate: successes / trials (an estimate).
         success_lower: one-sided Clopper–Pearson lower bound at 1 − s.  Bound: lower.
         kappa: baseline success 1/n.
-        bound: 1 − f(κ) from the tight (else RDP) curve.  Bound: upper on the true success.
+        bound: 1 − f(κ) from the tightest method's curve (:func:`tightest_method`).  Bound: upper on the true success.
         violated: success_lower > bound.
     """
 

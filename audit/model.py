@@ -7,8 +7,9 @@ between a model object and JSON-ready dicts generically from the field types, so
 here is written, read and checked without further code.
 
 Directions are in the names: ``epsilon_lower`` (and its ``bound: "lower"``) holds at the stated
-confidence; ``epsilon_rdp``/``epsilon_tight`` are accountant upper bounds; ``*_estimate`` values
-are estimates and never pass or fail anything.
+confidence; ``epsilons`` (one :class:`MethodEpsilon` per registered accounting method) are
+accountant upper bounds, ``epsilon_rdp``/``epsilon_tight`` the two built-in ones repeated under
+their old names; ``*_estimate`` values are estimates and never pass or fail anything.
 
 Versions. ``dpaudit.result/2`` (this module) replaced the hand-built dict of
 ``dpaudit.result/1``. A ``/1`` file is refused with a message naming both versions and the
@@ -55,6 +56,7 @@ __all__ = [
     "ConfidenceBoxes",
     "Conformance",
     "CurveSamples",
+    "MethodEpsilon",
     "NonFinite",
     "PremiseTest",
     "Reconstruction",
@@ -67,6 +69,7 @@ __all__ = [
     "Sequential",
     "SequentialLook",
     "StepsCurve",
+    "StepsSeries",
     "ViolationTest",
     "check_name",
     "dumps",
@@ -203,15 +206,77 @@ class CurveSamples:
     beta: tuple[float, ...]
 
 
+TIGHTEST, UPPER = "tightest", "upper"  # the roles of an accountant's ε in a result
+
+
+@dataclass(frozen=True)
+class MethodEpsilon:
+    """One registered accounting method's ε at the audit's δ for the claimed spec.  Bound: upper.
+
+    ``role`` is ``"tightest"`` for the one method whose ε is the smallest (:func:`audit.comparator.tightest_method`):
+    the audit's reported upper bound, whose curve the violation test, the reconstruction bound and
+    ε_certifiable use; ``"upper"`` for every other (sound, looser or equal). ``lower``: the certified
+    lower end of the method's bracket, where it has one; ``value`` None: not finite.
+    """
+
+    method: str
+    label: str
+    value: float | None
+    lower: float | None = None
+    role: str = UPPER
+
+    def __post_init__(self) -> None:
+        if self.role not in (TIGHTEST, UPPER):
+            raise InputError(f"role must be {TIGHTEST!r} or {UPPER!r}; got {self.role!r}")
+
+
+@dataclass(frozen=True)
+class StepsSeries:
+    """One method's ε (upper bounds) at each of :attr:`StepsCurve.steps`; ``note`` says why it is missing."""
+
+    method: str
+    label: str
+    epsilon: tuple[float, ...] | None = None
+    note: str | None = None
+
+
+# The fields that carried the two built-in methods before the registry drove every column (result.json
+# still holds them, derived from the per-method records; older files are read through them).
+_LEGACY = (("pld", "tight (PLD)"), ("rdp", "rdp"))
+
+
 @dataclass(frozen=True)
 class StepsCurve:
-    """Accountant ε (upper bounds) against the number of steps, for the ε-against-steps figure."""
+    """Accountant ε (upper bounds) against the number of steps, for the ε-against-steps figure.
+
+    ``series`` has one entry per registered accounting method (its ε at each of ``steps``, or why
+    not); ``epsilon_rdp``/``epsilon_tight`` and ``rdp_note``/``pld_note`` repeat the two built-in
+    ones and are filled from it (a file without ``series`` is read through them).
+    """
 
     steps: tuple[int, ...]
     epsilon_rdp: tuple[float, ...] | None = None
     epsilon_tight: tuple[float, ...] | None = None
     rdp_note: str | None = None
     pld_note: str | None = None
+    series: tuple[StepsSeries, ...] = ()
+
+    def __post_init__(self) -> None:
+        legacy = {"pld": (self.epsilon_tight, self.pld_note), "rdp": (self.epsilon_rdp, self.rdp_note)}
+        if not self.series:  # written before the series existed: the two built-in methods
+            object.__setattr__(self, "series", tuple(
+                StepsSeries(m, label, *legacy[m]) for m, label in _LEGACY if legacy[m] != (None, None)))
+            return
+        by = {x.method: x for x in self.series}
+        for m, (eps, note) in legacy.items():
+            x = by.get(m)
+            derived = (None, None) if x is None else (x.epsilon, x.note)
+            if (eps, note) == (None, None):
+                object.__setattr__(self, "epsilon_tight" if m == "pld" else "epsilon_rdp", derived[0])
+                object.__setattr__(self, f"{m}_note", derived[1])
+            elif (eps, note) != derived:
+                raise InputError(f"steps_curve: the {m} fields must repeat its series entry; got {(eps, note)} "
+                                 f"and {derived}")
 
 
 @dataclass(frozen=True)
@@ -431,6 +496,11 @@ class AuditResult:
     ``one_run_statistics`` (one-run game) lists every one-run statistic: which certified what.
     ``score`` is the outcome's primary score
     (:attr:`attacks.games.AttackOutcome.primary_score`).
+
+    ``epsilons`` holds every registered accounting method that covers the spec (the others are named
+    in ``accountant_notes``); ``epsilon_rdp``, ``epsilon_tight`` and ``epsilon_tight_lower`` repeat
+    the built-in methods' entries and are filled from it (a file without ``epsilons`` is read
+    through them). :attr:`epsilon_upper` is the tightest.
     """
 
     name: str
@@ -444,10 +514,11 @@ class AuditResult:
     delta: float
     seed: int
     trials: int
-    epsilon_rdp: float | None
-    epsilon_tight: float | None
     violation: ViolationTest
     runtime_s: Runtime
+    epsilons: tuple[MethodEpsilon, ...] = ()
+    epsilon_rdp: float | None = None
+    epsilon_tight: float | None = None
     epsilon_tight_lower: float | None = None
     accountant_notes: tuple[str, ...] = ()
     rows: int | None = None
@@ -480,11 +551,46 @@ class AuditResult:
 
     def __post_init__(self) -> None:
         check_name(self.name, "audit name")
+        if not self.epsilons:  # written before the per-method records: the two built-in methods
+            object.__setattr__(self, "epsilons", _legacy_epsilons(self.epsilon_tight, self.epsilon_tight_lower,
+                                                                  self.epsilon_rdp))
+            return
+        if sum(e.role == TIGHTEST for e in self.epsilons) != 1:
+            raise InputError(f"audit {self.name!r}: epsilons must name exactly one method with role {TIGHTEST!r}")
+        by = {e.method: e for e in self.epsilons}
+        pld, rdp = by.get("pld"), by.get("rdp")
+        derived = {"epsilon_tight": None if pld is None else pld.value,
+                   "epsilon_tight_lower": None if pld is None else pld.lower,
+                   "epsilon_rdp": None if rdp is None else rdp.value}
+        given = {k: getattr(self, k) for k in derived}
+        if all(v is None for v in given.values()):
+            for k, v in derived.items():
+                object.__setattr__(self, k, v)
+        elif given != derived:
+            raise InputError(f"audit {self.name!r}: {sorted(given)} must repeat the pld and rdp entries of epsilons; "
+                             f"got {given}, epsilons say {derived}")
+
+    @property
+    def epsilon_upper(self) -> MethodEpsilon | None:
+        """The tightest accountant ε (role ``"tightest"``): the audit's upper bound, with the method it is by."""
+        return next((e for e in self.epsilons if e.role == TIGHTEST), None)
 
     @property
     def spec_text(self) -> str:
         """The claimed spec in words (``accountants.describe``), never a Python repr."""
         return describe(self.spec)
+
+
+def _legacy_epsilons(tight: float | None, tight_lower: float | None, rdp: float | None
+                     ) -> tuple[MethodEpsilon, ...]:
+    """The per-method records of a result written before them (its ``epsilon_tight``/``epsilon_rdp``)."""
+    from .comparator import tightest_method
+
+    values = {"pld": (tight, tight_lower), "rdp": (rdp, None)}
+    present = {m: v for m, (v, _) in values.items() if v is not None}
+    best = tightest_method(present)
+    return tuple(MethodEpsilon(m, label, values[m][0], values[m][1], TIGHTEST if m == best else UPPER)
+                 for m, label in _LEGACY if m in present)
 
 
 # ------------------------------------------------------------------------------------------ the run

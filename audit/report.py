@@ -34,17 +34,19 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 from matplotlib.patches import Rectangle
 
-__all__ = ["RESULT_FORMAT", "dumps", "render", "render_html", "render_markdown", "summary_rows", "summary_table"]
+__all__ = ["RESULT_FORMAT", "dumps", "method_columns", "render", "render_html", "render_markdown", "summary_columns",
+           "summary_rows", "summary_table"]
 
 RESULT_FORMAT = model.RESULT_FORMAT
 
-_COLUMNS = ("audit", "design", "threat", "score", "trials", "eps_lower", "ceiling", "eps_certifiable",
-            "lower/certifiable", "eps_tight (pld)", "eps_rdp", "lower/ceiling", "lower/tight", "eps_estimate (GDP)",
-            "violation")
+# The accountants' columns (one per method, :func:`method_columns`) go between the two halves.
+_HEAD = ("audit", "design", "threat", "score", "trials", "eps_lower", "ceiling", "eps_certifiable", "lower/certifiable")
+_TAIL = ("lower/ceiling", "lower/tight", "eps_estimate (GDP)", "violation")
 CERTIFIABLE_SENTENCE = (
-    "eps_certifiable: what the best possible attack on the accountant's tightest curve (PLD, else RDP) would "
-    "certify with the same trials, confidence, delta and threshold strategy (median of seeded simulations), so "
-    "lower/certifiable near 1 means the attack is optimal and the accountant tight as far as this design can tell.")
+    "eps_certifiable: what the best possible attack on the tightest accountant's curve (the smallest eps at delta, "
+    "the curve the violation test uses) would certify with the same trials, confidence, delta and threshold "
+    "strategy (median of seeded simulations), so lower/certifiable near 1 means the attack is optimal and the "
+    "accountant tight as far as this design can tell.")
 
 
 _ROUND = {"nearest": formatting.nearest, "up": formatting.upper, "down": formatting.lower}
@@ -111,14 +113,40 @@ def run_verdict(result: RunResult) -> str:
     return "no violation"
 
 
+def method_columns(result: RunResult) -> list[tuple[str, str]]:
+    """(method, label) of every accounting method with an ε in some audit of ``result``, by name: the
+    accountants' columns (the registry decides which methods there are; the result records their labels)."""
+    found: dict[str, str] = {}
+    for a in result.audits:
+        for e in a.epsilons:
+            found.setdefault(e.method, e.label)
+    return sorted(found.items())
+
+
+def _epsilon_of(a: AuditResult, method: str) -> float | None:
+    return next((e.value for e in a.epsilons if e.method == method), None)
+
+
+def _upper(a: AuditResult) -> float | None:
+    """The tightest accountant ε of ``a`` (its upper bound; :attr:`audit.model.AuditResult.epsilon_upper`)."""
+    e = a.epsilon_upper
+    return None if e is None else e.value
+
+
+def summary_columns(result: RunResult) -> list[str]:
+    """The terminal table's header: the fixed columns with one ``eps_<label>`` per accounting method."""
+    return [*_HEAD, *(f"eps_{label.lower()}" for _, label in method_columns(result)), *_TAIL]
+
+
 def summary_rows(result: RunResult) -> list[list[str]]:
-    """One row of strings per audit, in the order of :data:`_COLUMNS`."""
+    """One row of strings per audit, in the order of :func:`summary_columns`."""
     rows = []
+    methods = [m for m, _ in method_columns(result)]
     for a in result.audits:
         gdp = a.gdp_estimate
         rows.append([a.name, a.design, a.threat_model, a.score, str(a.trials), _down(_lower(a)), _up(a.ceiling),
-                     _f(a.epsilon_certifiable), _f(a.certifiable_ratio, 2), _up(a.epsilon_tight), _up(a.epsilon_rdp),
-                     _f(_ratio(_lower(a), a.ceiling), 2), _f(a.tightness_tight, 2),
+                     _f(a.epsilon_certifiable), _f(a.certifiable_ratio, 2), *(_up(_epsilon_of(a, m)) for m in methods),
+                     _f(_ratio(_lower(a), a.ceiling), 2), _f(_ratio(_lower(a), _upper(a)), 2),
                      _f(gdp.epsilon_estimate if gdp else None), "VIOLATED" if a.violation.violated else (
                          "PREMISE BROKEN" if a.conformance is not None and a.conformance.rejected else "no")])
     return rows
@@ -182,15 +210,18 @@ def sequential_lines(result: RunResult) -> list[str]:
 def summary_table(result: RunResult) -> str:
     """A plain-text table for the terminal, under a one-line verdict."""
     _check(result)
-    rows = [list(_COLUMNS), *summary_rows(result)]
-    widths = [max(len(r[i]) for r in rows) for i in range(len(_COLUMNS))]
+    head = summary_columns(result)
+    rows = [head, *summary_rows(result)]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
     lines.insert(0, f"verdict: {run_verdict(result)}"
                     f"{_claim_words(result)} ({_confidence_note(result)}, delta={result.delta:g})\n")
     lines.append(f"eps_lower: lower bounds holding jointly at {format_confidence(1 - result.significance)} confidence "
-                 f"(delta={result.delta:g}); ceiling: the most this design can certify; eps_tight/eps_rdp: "
-                 "accountant upper bounds; eps_estimate: GDP fit, an estimate only.\n" + CERTIFIABLE_SENTENCE)
+                 f"(delta={result.delta:g}); ceiling: the most this design can certify; "
+                 f"{'/'.join(summary_columns(result)[len(_HEAD):-len(_TAIL)]) or 'eps_*'}: accountant upper bounds, "
+                 "one per method (lower/tight: over the tightest); eps_estimate: GDP fit, an estimate only.\n"
+                 + CERTIFIABLE_SENTENCE)
     lines += conformance_lines(result)
     lines += one_run_lines(result)
     lines += sequential_lines(result)
@@ -214,12 +245,24 @@ def _check(result: Any) -> None:
 
 # 3.6 x 3.4 in at 150 dpi: 540 px wide, so legends at 9 pt stay about 11 px tall on a 390 px phone (issue 23)
 _FIGSIZE, _DPI, _LEGEND = (3.6, 3.4), 150, 9
-_CURVE_STYLE = {"pld": ("-", "tight (PLD)"), "rdp": ("--", "RDP-derived")}
+_LOOSER_STYLES = ("--", ":", "-.")  # the tightest method is drawn solid, the others in these styles
+
+
+def _method_styles(a: AuditResult, methods) -> dict[str, tuple[str, str]]:
+    """method → (line style, label): the tightest (the audit's upper bound) solid, the others dashed or
+    dotted in name order; labels as the registry gave them (the method's name for a file without them)."""
+    labels = {e.method: e.label for e in a.epsilons}
+    tight = a.epsilon_upper.method if a.epsilon_upper is not None else None
+    looser = [m for m in sorted(methods) if m != tight]
+    return {m: ("-" if m == tight else _LOOSER_STYLES[looser.index(m) % len(_LOOSER_STYLES)],
+                labels.get(m, m).replace("$", r"\$"))  # a registered label is text, never matplotlib mathtext
+            for m in methods}
 
 
 def _curve_items(a: AuditResult):
+    styles = _method_styles(a, a.curves)
     for key, c in a.curves.items():
-        style, label = _CURVE_STYLE.get(key, (":", key))
+        style, label = styles[key]
         yield c, style, label
 
 
@@ -276,10 +319,11 @@ def _roc_figure(a: AuditResult, path: Path) -> None:
 def _steps_figure(a: AuditResult, path: Path) -> None:
     fig, ax = plt.subplots(figsize=_FIGSIZE, dpi=_DPI)
     sc = a.steps_curve
-    if sc and sc.epsilon_tight:
-        ax.plot(sc.steps, sc.epsilon_tight, "-o", ms=3, label="ε tight (PLD), upper")
-    if sc and sc.epsilon_rdp:
-        ax.plot(sc.steps, sc.epsilon_rdp, "--s", ms=3, label="ε RDP, upper")
+    drawn = [(x.method, x.epsilon) for x in (sc.series if sc is not None else ()) if x.epsilon]
+    styles = _method_styles(a, [m for m, _ in drawn])
+    for i, (m, eps) in enumerate(drawn):
+        style, label = styles[m]
+        ax.plot(sc.steps if sc is not None else (), eps, style + "os^vD"[i % 5], ms=3, label=f"ε_{label}, upper")
     lb = a.epsilon_lower
     if lb:
         ax.plot([a.spec.steps], [lb.value], "v", color="tab:red", ms=7,
@@ -299,6 +343,8 @@ def _steps_figure(a: AuditResult, path: Path) -> None:
 
 def _histogram_figure(a: AuditResult, path: Path) -> None:
     h = a.histogram
+    if h is None:
+        return  # _figures draws it only for an audit with a histogram
     fig, ax = plt.subplots(figsize=_FIGSIZE, dpi=_DPI)
     for counts, label, colour in ((h.out_counts, h.out_label, "tab:blue"), (h.in_counts, h.in_label, "tab:orange")):
         ax.stairs(counts, h.edges, fill=True, alpha=0.45, color=colour, label=f"{label} ({sum(counts)})")
@@ -380,8 +426,7 @@ def _env(*, markdown: bool = False) -> jinja2.Environment:
     :func:`md_escape` on every ``{{ }}`` (report.md.j2), code spans through the ``code`` filter."""
     env = jinja2.Environment(loader=jinja2.PackageLoader("audit", "templates"), autoescape=jinja2.select_autoescape(
         enabled_extensions=("html.j2",), default_for_string=False), trim_blocks=True, lstrip_blocks=True,
-        keep_trailing_newline=True, undefined=jinja2.StrictUndefined,
-        **({"finalize": _md_finalize} if markdown else {}))
+        keep_trailing_newline=True, undefined=jinja2.StrictUndefined, finalize=_md_finalize if markdown else None)
     env.filters["num"] = _f  # estimates and ratios, to nearest
     env.filters["up"] = _up  # upper bounds (accountants, ceilings), rounded up
     env.filters["down"] = _down  # lower bounds (ε_lower, certified lower ends), rounded down
@@ -393,32 +438,37 @@ def _env(*, markdown: bool = False) -> jinja2.Environment:
 
 
 def _bar(a: AuditResult) -> dict[str, Any] | None:
-    """ε_lower on one axis with the ceiling, ε_certifiable and the accountants' ε (positions in percent)."""
+    """ε_lower on one axis with the ceiling, ε_certifiable and the accountants' ε (positions in percent).
+
+    Marks are keyed by kind (the CSS colour): an accountant's ε is ``tight`` for the tightest, ``upper`` otherwise.
+    """
     marks = [("lower", "ε_lower", _lower(a)), ("ceiling", "ceiling", a.ceiling),
-             ("certifiable", "ε_certifiable", a.epsilon_certifiable), ("tight", "ε_tight (PLD)", a.epsilon_tight),
-             ("rdp", "ε_rdp", a.epsilon_rdp)]
-    how = {"lower": _down, "ceiling": _up, "certifiable": _f, "tight": _up, "rdp": _up}
-    marks = [(k, label, v) for k, label, v in marks if v is not None and math.isfinite(v)]
-    if _lower(a) is None or not marks:
+             ("certifiable", "ε_certifiable", a.epsilon_certifiable),
+             *((("tight" if e.role == model.TIGHTEST else "upper"), f"ε_{e.label}", e.value) for e in a.epsilons)]
+    how = {"lower": _down, "ceiling": _up, "certifiable": _f, "tight": _up, "upper": _up}
+    shown = [(k, label, v) for k, label, v in marks if v is not None and math.isfinite(v)]
+    lower = _lower(a)
+    if lower is None or not shown:
         return None
-    top = max(v for _, _, v in marks) or 1.0
-    return {"fill": 100.0 * _lower(a) / top,
+    top = max(v for _, _, v in shown) or 1.0
+    return {"fill": 100.0 * lower / top,
             "marks": [{"key": k, "label": label, "value": v, "text": how[k](v, 2), "pos": 100.0 * v / top}
-                      for k, label, v in marks]}
+                      for k, label, v in shown]}
 
 
 def _tightness_words(a: AuditResult) -> str | None:
     """One sentence that separates "the design cannot certify more" from "the accountant is loose"."""
-    lb, ceiling, upper = _lower(a), a.ceiling, a.epsilon_tight if a.epsilon_tight is not None else a.epsilon_rdp
+    lb, ceiling, upper = _lower(a), a.ceiling, _upper(a)
     if lb is None or ceiling is None or upper is None or a.violation.violated:
         return None  # a violation is the finding; ratios to a refuted accountant say nothing more
+    by = f" (by {a.epsilon_upper.method})" if a.epsilon_upper is not None else ""
     if ceiling < upper:
         return (f"This design can certify at most ε = {formatting.upper(ceiling, 3)} (its ceiling), below the "
-                f"accountant's {formatting.upper(upper, 3)}: ε_lower/ε_tight is capped at {ceiling / upper:.2f} by "
-                "the number of trials, so a low ratio here is a limit of the design, not evidence of a loose "
+                f"accountant's {formatting.upper(upper, 3)}{by}: ε_lower/ε_tight is capped at {ceiling / upper:.2f} "
+                "by the number of trials, so a low ratio here is a limit of the design, not evidence of a loose "
                 "accountant.")
-    return (f"The ceiling ({formatting.upper(ceiling, 3)}) is above the accountant's {formatting.upper(upper, 3)}, so "
-            "the design could certify the claimed ε: the gap between ε_lower and ε_tight measures the attack (or a "
+    return (f"The ceiling ({formatting.upper(ceiling, 3)}) is above the accountant's {formatting.upper(upper, 3)}{by}, "
+            "so the design could certify the claimed ε: the gap between ε_lower and ε_tight measures the attack (or a "
             "loose accountant).")
 
 
@@ -455,6 +505,7 @@ _VERDICT_WORDS = {
 
 def _context(result: RunResult, figures: dict[str, list[tuple[str, Path]]], run: Path, *, embed: bool
              ) -> dict[str, Any]:
+    methods = method_columns(result)
     audits = []
     for a in result.audits:
         figs = []
@@ -466,6 +517,9 @@ def _context(result: RunResult, figures: dict[str, list[tuple[str, Path]]], run:
         audits.append({"a": a, "verdict": verdict, "cls": _CLASS.get(verdict, "ok"), "lower": _lower(a),
                        "claim_word": claim_status(a.claim) if a.claim is not None else None,
                        "lower_over_ceiling": _ratio(_lower(a), a.ceiling), "bar": _bar(a),
+                       "by_method": [_epsilon_of(a, m) for m, _ in methods],
+                       "epsilons": [{"e": e, "ratio": _ratio(_lower(a), e.value)} for e in a.epsilons],
+                       "lower_over_upper": _ratio(_lower(a), _upper(a)),
                        "tightness_words": _tightness_words(a), "sequential_words": sequential_words(a),
                        "figures": figs})
     checks = [a.claim for a in result.audits if a.claim is not None]
@@ -476,7 +530,7 @@ def _context(result: RunResult, figures: dict[str, list[tuple[str, Path]]], run:
     return {"r": result, "run": str(run), "audits": audits, "verdict": verdict,
             "verdict_words": _VERDICT_WORDS[verdict], "claim_word": claim_word, "terms": TERMS,
             "claim_check": checks[0] if checks else None, "confidence_note": _confidence_note(result),
-            "k": len(result.audits)}
+            "k": len(result.audits), "methods": [{"method": m, "label": label} for m, label in methods]}
 
 
 def render_markdown(result: RunResult, figures: dict[str, list[tuple[str, Path]]], run: Path) -> str:

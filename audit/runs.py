@@ -238,25 +238,49 @@ def _curve_samples(f: acc.TradeOff | None) -> model.CurveSamples | None:
 
 
 def _steps_curve(spec: DPSGD, delta: float) -> model.StepsCurve:
-    """ε(δ) of the accountants against the number of steps (RDP from one composed curve; PLD at a few T)."""
+    """ε(δ) of every registered accounting method against the number of steps, for the steps figure."""
+    T = spec.steps
+    steps = tuple(sorted({max(1, round(T * f)) for f in (0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0)}))
+    series = []
+    for m in acc.methods():
+        try:
+            eps, note = _steps_epsilons(spec, delta, steps, m), None
+        except acc.UnsupportedError as exc:
+            eps, note = None, str(exc)
+        series.append(model.StepsSeries(m, acc.method_label(m), eps, note))
+    return model.StepsCurve(steps, series=tuple(series))
+
+
+def _steps_epsilons(spec: DPSGD, delta: float, steps: tuple[int, ...], method: str) -> tuple[float, ...]:
+    """``method``'s ε at δ after each number of ``steps``: a method with an RDP curve composes its one-step
+    curve (T × RDP at every order of the default grid, then Balle et al. 2020 Thm 21; no order refinement),
+    any other is asked at each T."""
     from accountants.rdp.conversion import eps_from_rdp
 
-    T = spec.steps
-    steps = sorted({max(1, round(T * f)) for f in (0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0)})
-    out: dict[str, Any] = {"steps": tuple(steps)}
-    try:
-        one = dataclasses.replace(spec, steps=1)
+    if hasattr(acc.get_method(method), "curve"):
         orders = acc.default_orders()
-        r1 = acc.rdp_curve(one, orders)
-        out["epsilon_rdp"] = tuple(float(eps_from_rdp(r1 * s, orders, delta)[0]) for s in steps)
-    except acc.UnsupportedError as exc:
-        out["rdp_note"] = str(exc)
-    try:
-        out["epsilon_tight"] = tuple(float(acc.epsilon(dataclasses.replace(spec, steps=s), delta, method="pld").value)
-                                     for s in steps)
-    except acc.UnsupportedError as exc:
-        out["pld_note"] = str(exc)
-    return model.StepsCurve(**out)
+        r1 = acc.rdp_curve(dataclasses.replace(spec, steps=1), orders, method=method)
+        return tuple(float(eps_from_rdp(r1 * s, orders, delta)[0]) for s in steps)
+    return tuple(float(acc.epsilon(dataclasses.replace(spec, steps=s), delta, method=method).value) for s in steps)
+
+
+def _method_epsilons(curves: comparator.Curves) -> tuple[model.MethodEpsilon, ...]:
+    """One record per accounting method that covers the spec (registry order); the tightest is marked."""
+    best = curves.best_method
+    return tuple(model.MethodEpsilon(m, curves.labels.get(m, m), _finite(e), _finite(curves.epsilon_lower.get(m)),
+                                     model.TIGHTEST if m == best else model.UPPER)
+                 for m, e in curves.epsilon.items())
+
+
+def _accountant_fields(curves: comparator.Curves) -> dict[str, Any]:
+    """The accountant side of an :class:`audit.model.AuditResult`: every registered method's ε, curve and
+    ε-against-steps series (the registry decides which; the ones that do not cover the spec are named in
+    ``accountant_notes``)."""
+    return dict(
+        epsilons=_method_epsilons(curves), accountant_notes=tuple(curves.notes),
+        curves={m: c for m, c in ((m, _curve_samples(f)) for m, f in sorted(curves.curves.items()))
+                if c is not None},  # keyed by accounting method name: every registered method that covers the spec
+        steps_curve=_steps_curve(curves.spec, curves.delta))
 
 
 def _finite(x: float | None) -> float | None:
@@ -365,11 +389,7 @@ def audit_variant(v: dict[str, Any], run_dir: Path, *, progress: bool = False,
         name=v["name"], design=out.design.value, threat_model=out.threat, score=name,
         canary=v["canary"]["kind"], fault=faults_mod.describe(setup.fault), spec=spec,
         significance=s, delta=delta, seed=int(aud["seed"]), trials=int(aud["trials"]),
-        epsilon_rdp=_finite(curves.epsilon_rdp), epsilon_tight=_finite(curves.epsilon_tight),
-        epsilon_tight_lower=_finite(curves.epsilon_tight_lower), accountant_notes=tuple(curves.notes),
-        curves={m: c for m, c in ((m, _curve_samples(f)) for m, f in sorted(curves.curves.items()))
-                if c is not None},  # keyed by accounting method name: every registered method that covers the spec
-        steps_curve=_steps_curve(spec, delta), models_at_once=int(chunking["models_at_once"]),
+        **_accountant_fields(curves), models_at_once=int(chunking["models_at_once"]),
     )
     sc = out.scores[name]
     if out.design is games.Design.RECONSTRUCTION:
@@ -458,11 +478,11 @@ def one_run_statistics(cmp: comparator.MembershipComparison, curves: comparator.
     """Every one-run statistic of ``cmp`` (which certified what), with its own ε_certifiable.
 
     ε_certifiable of an ε statistic is the median of :func:`audit.tightness.certifiable_one_run_replicates`
-    on the accountant's tightest curve (PLD, else RDP) at that statistic's own confidence; the one behind
-    ε_lower reuses ``lower_certifiable`` (already computed with the same seed). None without a curve
-    (``curves`` None: not computed) and for GDP μ bounds.
+    on the tightest accountant's curve (:func:`audit.comparator.tightest_method`) at that statistic's own
+    confidence; the one behind ε_lower reuses ``lower_certifiable`` (already computed with the same seed).
+    None without a curve (``curves`` None: not computed) and for GDP μ bounds.
     """
-    curve = None if curves is None else (curves.tight if curves.tight is not None else curves.rdp)
+    curve = None if curves is None else curves.best
     out = []
     for x in cmp.one_run_statistics:
         b = x.result
@@ -484,8 +504,9 @@ def one_run_statistics(cmp: comparator.MembershipComparison, curves: comparator.
 
 def _certifiable(lb: statistics.EpsilonLowerBound, curves: comparator.Curves, aud: dict[str, Any],
                  design: games.Design) -> dict[str, Any]:
-    """ε_certifiable on the accountant's tightest curve (PLD, else RDP) and ε_lower / ε_certifiable."""
-    curve, which = (curves.tight, "pld") if curves.tight is not None else (curves.rdp, "rdp")
+    """ε_certifiable on the tightest accountant's curve (:func:`audit.comparator.tightest_method`, the one the
+    violation test uses) and ε_lower / ε_certifiable."""
+    curve, which = curves.best, curves.best_method
     if design not in (games.Design.MULTI_RUN, games.Design.ONE_RUN) or curve is None or not lb.n_in or not lb.n_out:
         return {"epsilon_certifiable": None, "certifiable_ratio": None, "certifiable_curve": None}
     if design is games.Design.ONE_RUN:  # m canaries in one run: the same guesses statistic on canonical scores

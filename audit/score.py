@@ -347,11 +347,8 @@ def audit_scores_run(data: Any, spec: DPSGD, *, delta: float, significance: floa
     fields: dict[str, Any] = dict(
         name=model.check_name(name or audit_name(label)), design=design,
         threat_model="user", score="user", canary="user", fault="none", spec=spec, significance=s, delta=delta,
-        seed=0, trials=int(member.size), epsilon_rdp=f(curves.epsilon_rdp), epsilon_tight=f(curves.epsilon_tight),
-        epsilon_tight_lower=f(curves.epsilon_tight_lower), accountant_notes=tuple(curves.notes),
-        curves={k: c for k, c in (("pld", runs._curve_samples(curves.tight)), ("rdp", runs._curve_samples(curves.rdp)))
-                if c is not None},
-        steps_curve=runs._steps_curve(spec, delta), rows=int(member.size), n_in=cmp.epsilon_lower.n_in,
+        seed=0, trials=int(member.size), **runs._accountant_fields(curves), rows=int(member.size),
+        n_in=cmp.epsilon_lower.n_in,
         n_out=cmp.epsilon_lower.n_out, epsilon_lower=cmp.epsilon_lower, ceiling=f(cmp.ceiling),
         tightness_tight=f(cmp.tightness_tight), tightness_rdp=f(cmp.tightness_rdp), gdp_estimate=cmp.gdp,
         gdp_lower_one_run=cmp.gdp_lower, violation=runs._violation(viol),

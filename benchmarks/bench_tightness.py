@@ -210,7 +210,7 @@ def run_row(name: str, spec: acc.DPSGD, trials: int, significance: float, seed: 
     si, so = out.in_scores(key).numpy(), out.out_scores(key).numpy()
     curves = comparator.analytical_curves(spec, DELTA)
     cmp = comparator.compare_membership(si, so, spec, delta=DELTA, significance=significance, curves=curves)
-    curve, which = (curves.tight, "pld") if curves.tight is not None else (curves.rdp, "rdp")
+    curve, which = curves.best, curves.best_method  # the tightest method's curve, as audit.runs._certifiable
     reps = tightness.certifiable_replicates(curve, si.size, so.size, delta=DELTA, significance=significance)
     cert = float(reps[len(reps) // 2])
     lower = cmp.epsilon_lower.value

@@ -447,6 +447,7 @@ class PLDMethod:
     """Privacy-loss-distribution accounting with a certified bracket (registered as "pld")."""
 
     name = "pld"
+    label = "tight (PLD)"
 
     def __init__(self, eps_error: float = 0.01) -> None:
         check.positive(eps_error=eps_error)

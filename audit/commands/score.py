@@ -99,9 +99,9 @@ def run(args: argparse.Namespace) -> int:
     if args.junit:
         _junit(result, args.junit)
     if args.json:
-        keys = ("design", "trials", "n_in", "n_out", "epsilon_lower", "ceiling", "epsilon_rdp", "epsilon_tight",
-                "epsilon_tight_lower", "tightness_tight", "gdp_estimate", "gdp_lower_one_run", "violation", "nonfinite",
-                "claim", "epsilon_certifiable", "one_run_statistics")
+        keys = ("design", "trials", "n_in", "n_out", "epsilon_lower", "ceiling", "epsilons", "epsilon_rdp",
+                "epsilon_tight", "epsilon_tight_lower", "tightness_tight", "gdp_estimate", "gdp_lower_one_run",
+                "violation", "nonfinite", "claim", "epsilon_certifiable", "one_run_statistics")
         out = {"format": JSON_FORMAT, "spec": spec.to_dict(), "significance": args.significance, "delta": args.delta,
                **{k: a.get(k) for k in keys}, "exit_code": int(failed)}
         json.dump(out, sys.stdout, sort_keys=True)

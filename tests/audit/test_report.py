@@ -178,9 +178,11 @@ HOSTILE = "<img src=x onerror=alert(1)>`]*|[a](javascript:alert(1))\n# h &amp;"
 
 
 def _hostile(obj, path=()):
-    """Every string of a result.json object made hostile, except names, the format and the spec (validated)."""
+    """Every string of a result.json object made hostile, except names, the format and the spec (validated;
+    an accountant's method and role are checked against epsilon_tight/epsilon_rdp)."""
     if isinstance(obj, dict):
-        return {k: v if k in ("name", "format", "spec", "config", "kind", "audit", "bound") and not path[-1:] == ("x",)
+        return {k: v if (k in ("name", "format", "spec", "config", "kind", "audit", "bound", "role")
+                         or (k == "method" and path[-1:] in (("epsilons",), ("series",)))) and not path[-1:] == ("x",)
                 else _hostile(v, (*path, k)) for k, v in obj.items()}
     if isinstance(obj, list):
         return [_hostile(v, path) for v in obj]
