@@ -281,9 +281,9 @@ def _claim_test(claim: dict[str, Any], spec: DPSGD, aud: dict[str, Any]) -> Call
                                                                                         bool]:
     """The claim part of :func:`check_claim` at one look: ε_lower > claim, or a box below the claim's curve."""
     d, eps = claim["delta"], claim["epsilon"]
-    if eps == "accountant":
-        eps = min((float(acc.epsilon(spec, d, method=m).value) for m in acc.methods()
-                   if acc.get_method(m).unsupported(spec) is None), default=math.inf)
+    if eps == "accountant":  # as check_claim: the smallest ε of the methods that cover the spec
+        best = _accountant_epsilon(spec, d)
+        eps = math.inf if best is None else best
     if not math.isfinite(float(eps)):
         return lambda xin, xout, level: False
     claim_curve = _numpy_curve(_claim_curve(float(eps), d))
