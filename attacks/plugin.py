@@ -413,6 +413,9 @@ class Context:
         clip_norm: C (the gradient canary's norm unit and the input canary's clipping).
         timeout: seconds one trial (training and scoring) may take, or None; not part of the game's
             identity (:func:`run_trial`).
+        fn: ``trainer`` already resolved by :func:`load_trainer` (the runner loads it once per run and
+            hands it here); None: each trial resolves it. Never sent to worker processes, which resolve
+            ``trainer`` themselves (a module imported from ``base_dir`` has a private name there).
     """
 
     trainer: str | Callable
@@ -425,6 +428,7 @@ class Context:
     threat: str = "black_box"
     clip_norm: float = 1.0
     timeout: float | None = None
+    fn: Callable | None = dataclasses.field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if self.threat not in ("black_box", "white_box"):
@@ -458,7 +462,7 @@ class Context:
         Sent once per trial by a process pool, a tensor would take torch's shared-memory reduction
         (~2 ms per task for this context); its ~56 KB of arrays copy in microseconds.
         """
-        fields = [getattr(self, f.name) for f in dataclasses.fields(self)]
+        fields = [None if f.name == "fn" else getattr(self, f.name) for f in dataclasses.fields(self)]
         return _rebuild_context, tuple(_as_arrays(v) for v in fields)
 
     def game_id(self, design: Design) -> str:
@@ -682,6 +686,11 @@ def _white_scores(ctx: Context, wb: WhiteBoxAudit, model: nn.Module, name: str, 
     return _finite_scores(scores, name, i, "the inner_product score")
 
 
+def _trainer_of(ctx: Context) -> Callable:
+    """The trainer callable: the one the runner resolved (``ctx.fn``), else resolved here (cached by reference)."""
+    return ctx.fn if ctx.fn is not None else load_trainer(ctx.trainer, ctx.base_dir)
+
+
 def run_trial(ctx: Context, i: int) -> dict[str, Any]:
     """Trial ``i``: draw the canaries' membership, call the trainer, score the canaries.  Pure in (ctx, i).
 
@@ -691,7 +700,7 @@ def run_trial(ctx: Context, i: int) -> dict[str, Any]:
     naming the trainer and the trial.
     """
     name = trainer_name(ctx.trainer)
-    fn = load_trainer(ctx.trainer, ctx.base_dir)
+    fn = _trainer_of(ctx)
     s = trial_seed(ctx.seed, i)
     g = torch.Generator().manual_seed(s)
     c = ctx.canaries
@@ -803,7 +812,7 @@ def _local(fn: Callable, ctx: Any, items: Iterable[int]) -> Iterator[tuple[int, 
 def _play(ctx: Context, design: Design, n_trials: int, run_dir: str | Path | None, progress: bool,
           backend: Any) -> AttackOutcome:
     check.integer(1, None, n_trials=n_trials)
-    fn = load_trainer(ctx.trainer, ctx.base_dir)  # import and signature errors before any trial
+    fn = _trainer_of(ctx)  # import and signature errors before any trial
     _check_keywords(fn, ctx)
     game_id = ctx.game_id(design)
     path = None if run_dir is None else Path(run_dir) / TRIALS_FILE

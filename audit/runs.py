@@ -24,6 +24,7 @@ import math
 import os
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +36,7 @@ from accountants import describe
 from accountants.errors import InputError
 from accountants.events import DPSGD
 from attacks import data as data_mod
-from attacks import dpsgd, games, models, worst_case
+from attacks import dpsgd, games, models, plugin, worst_case
 from attacks import faults as faults_mod
 from attacks import membership as mia
 
@@ -43,7 +44,8 @@ from . import comparator, conformance, model, registry, statistics, tightness
 from . import config as config_mod
 from . import formatting as fmt
 
-__all__ = ["RunError", "audit_variant", "build", "execute", "load_result", "spec_of"]
+__all__ = ["Asked", "BuiltIn", "Prepared", "RunError", "UserTrainer", "assemble", "audit_variant", "build",
+           "check_claim", "execute", "execute_config", "game_input", "load_result", "prepare", "spec_of"]
 
 CONFIG_FILE, RESULT_FILE = "config.toml", model.RESULT_FILE
 
@@ -76,9 +78,10 @@ def spec_of(v: dict[str, Any]) -> DPSGD:
 
 
 def build(v: dict[str, Any]) -> tuple[games.Setup, Any, Any, list]:
-    """(Setup, canaries, threat, scores) of one resolved variant; everything seeded by audit.seed.
+    """(Setup, canaries, threat, scores) of dpaudit's own game for one resolved variant; seeded by audit.seed.
 
     Canaries, scores, faults and the threat model come from their registries (:mod:`audit.registry`).
+    A user trainer's variant has no built-in model: :func:`game_input` makes its trial context instead.
     """
     t, can, att, aud = v["training"], v["canary"], v["attack"], v["audit"]
     d = data_mod.load(t["dataset"])
@@ -105,49 +108,111 @@ def build(v: dict[str, Any]) -> tuple[games.Setup, Any, Any, list]:
         dim = sum(val.numel() for val in p0.values())
         c = worst_case.crafted(spec_of(v), dim, clip_norm=can["norm"] * t["clip_norm"])
         d = d.subset(slice(0, 0))  # Poisson needs no other record; fixed size: all n_records are crafted
-    elif t["trainer"] and registry.canaries()[can["kind"]].kind == "gradient":
-        c = None  # the user's model is unknown here: attacks/plugin.py hooks its own Dirac canaries (_plugin_game)
     else:  # the canary kind's registered builder
         info_c = registry.canaries()[can["kind"]]
         p0 = {k: val[0] for k, val in models.init_params(model, 1, gen).items()} if info_c.kind == "gradient" \
             else None
         c = info_c.build(model, p0, d, can["count"], can["norm"] * t["clip_norm"], gen)
     threat = registry.threat_of(att["threat_model"])
-    if t["trainer"] and att["score"] in config_mod.USER_TRAINER_SCORES:
-        scores = []  # computed by attacks/plugin.py from the user trainer's hooks, not by a registered score
-    else:
-        info = mia.score_info(att["score"])
-        scores = [info.cls(**{f: att[key] for f, key in info.config.items()})]
+    info = mia.score_info(att["score"])
+    scores = [info.cls(**{f: att[key] for f, key in info.config.items()})]
     setup = games.Setup(spec_of(v), model, d, clip_norm=t["clip_norm"], learning_rate=t["learning_rate"],
                         fault=faults_mod.fault_from_name(t["fault"], t))
     return setup, c, threat, scores
 
 
-def _plugin_game(v: dict[str, Any], c: Any, run_dir: Path, progress: bool, backend: Any = None,
-                 trial_timeout: float | None = None, n_trials: int | None = None) -> games.AttackOutcome:
-    from attacks import plugin
+@dataclass(frozen=True)
+class BuiltIn:
+    """The game input of dpaudit's own vectorised DP-SGD: what :func:`build` makes of a variant."""
 
-    t, aud = v["training"], v["audit"]
-    d = data_mod.load(t["dataset"]).subset(slice(0, t["n_records"]))
-    att, can = v["attack"], v["canary"]
-    if can["kind"] == "dirac" and aud["game"] == "one_run":  # m hooked canaries: canary j on flat parameter j
-        c = plugin.DiracCanaries(tuple(range(can["count"])), can["norm"])
-    elif can["kind"] == "dirac":  # the gradient-canary hook: flat parameter 0 (docs/own-training.md)
-        c = plugin.DiracCanary(0, can["norm"])
+    setup: games.Setup
+    canaries: Any
+    threat: Any
+    scores: list
+
+
+@dataclass(frozen=True)
+class UserTrainer:
+    """The game input of a user trainer (attacks/plugin.py): the trial context, its trainer loaded once per run.
+
+    ``sequential``: ``audit.max_trials > 0``, the trials are played in blocks up to the sequential test's decision.
+    """
+
+    context: plugin.Context
+    sequential: bool = False
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """One audit of a run, checked and ready to play: its resolved variant and its game input."""
+
+    variant: dict[str, Any]
+    game: BuiltIn | UserTrainer
+
+
+def game_input(v: dict[str, Any], *, trainer: str | Callable | None = None, fn: Callable | None = None,
+               trial_timeout: float | None = None) -> BuiltIn | UserTrainer:
+    """The game input of one resolved variant: dpaudit's own DP-SGD, or the user trainer the variant names.
+
+    ``trainer``: stands for ``training.trainer`` (:func:`audit.score.audit_trainer` passes the callable itself);
+    ``fn``: that trainer already loaded (:func:`prepare` loads it once per run); ``trial_timeout``: the
+    ``--trial-timeout`` flag (None: ``audit.trial_timeout``).
+    """
+    if not v["training"]["trainer"]:
+        return BuiltIn(*build(v))
+    return _user_trainer(v, trainer if trainer is not None else v["training"]["trainer"], fn, trial_timeout)
+
+
+def _user_trainer(v: dict[str, Any], trainer: str | Callable, fn: Callable | None,
+                  trial_timeout: float | None) -> UserTrainer:
+    """The trial context of a user trainer's variant: its natural records, canaries and claim (no built-in model)."""
+    t, can, att, aud = v["training"], v["canary"], v["attack"], v["audit"]
+    d = data_mod.load(t["dataset"])
+    if t["n_records"] > d.n:
+        raise InputError(f"training.n_records must be ≤ {d.n} for dataset {t['dataset']!r}; got {t['n_records']}")
+    d = d.subset(slice(0, t["n_records"]))
+    c: Any
+    if registry.canaries()[can["kind"]].kind == "gradient":  # the hook's Dirac canaries (docs/own-training.md)
+        c = plugin.DiracCanaries(tuple(range(can["count"])), can["norm"]) if aud["game"] == "one_run" \
+            else plugin.DiracCanary(0, can["norm"])  # one run: canary j on flat parameter j; else parameter 0
+    else:  # an input canary goes through the trainer's whole pipeline
+        c = registry.canaries()[can["kind"]].build(None, None, d, can["count"], can["norm"] * t["clip_norm"],
+                                                   torch.Generator().manual_seed(int(aud["seed"])))
     timeout = trial_timeout if trial_timeout is not None else (aud["trial_timeout"] or None)  # the flag, else the key
-    ctx = plugin.Context(t["trainer"], d, c, int(aud["seed"]), att["score"], t["trainer_dir"] or None, spec_of(v),
-                         att["threat_model"], t["clip_norm"], timeout)
+    ctx = plugin.Context(trainer, d, c, int(aud["seed"]), att["score"], t["trainer_dir"] or None, spec_of(v),
+                         att["threat_model"], t["clip_norm"], timeout, fn=fn)
+    return UserTrainer(ctx, sequential=bool(aud["max_trials"]))
+
+
+def _plugin_game(ctx: plugin.Context, aud: dict[str, Any], run_dir: Path, progress: bool, backend: Any = None,
+                 n_trials: int | None = None) -> games.AttackOutcome:
     if aud["game"] == "one_run":
         return plugin.one_run_game(ctx, n_runs=aud["trials"], run_dir=run_dir, progress=progress, backend=backend)
     return plugin.multi_run_game(ctx, n_trials=n_trials or aud["trials"], run_dir=run_dir, progress=progress,
                                  backend=backend)
 
 
+def _builtin_game(game: BuiltIn, aud: dict[str, Any], run_dir: Path, progress: bool,
+                  backend: Any) -> games.AttackOutcome:
+    setup, c = game.setup, game.canaries
+    common = dict(threat=game.threat, seed=int(aud["seed"]), run_dir=run_dir, progress=progress, backend=backend)
+    match aud["game"]:
+        case "multi_run":
+            return games.multi_run_game(setup, c, scores=game.scores, n_trials=aud["trials"],
+                                        chunk_size=aud["chunk_size"], **common)
+        case "one_run":
+            return games.one_run_game(setup, c, scores=game.scores, n_runs=aud["trials"],
+                                      chunk_size=aud["chunk_size"], **common)
+        case "reconstruction":
+            return games.reconstruction_game(setup, c, n_trials=aud["trials"], chunk_size=aud["chunk_size"], **common)
+    raise InputError(f"audit.game must be one of ['multi_run', 'one_run', 'reconstruction']; got {aud['game']!r}")
+
+
 SEQUENTIAL_BLOCK = 250  # trials played between two checks of the time budget (at least; a quarter of those played)
 
 
-def _sequential_game(v: dict[str, Any], c: Any, run_dir: Path, progress: bool, backend: Any,
-                     trial_timeout: float | None, curves: comparator.Curves,
+def _sequential_game(ctx: plugin.Context, aud: dict[str, Any], run_dir: Path, progress: bool, backend: Any,
+                     curves: comparator.Curves,
                      claim: dict[str, Any] | None) -> tuple[games.AttackOutcome, model.Sequential]:
     """Play a user trainer's multi-run game in blocks up to the sequential test's decision (statistics.sequential).
 
@@ -155,34 +220,43 @@ def _sequential_game(v: dict[str, Any], c: Any, run_dir: Path, progress: bool, b
     reaches the same decision (a time budget aside: it counts this process's seconds). Returns the
     outcome of the deciding look's first n trials and what the test did.
     """
-    aud = v["audit"]
+    spec = curves.spec
     f = curves.best
     if f is None:
         raise InputError(f"audit.max_trials (the sequential design): no accounting method gives a trade-off curve "
-                         f"for {describe.describe(spec_of(v))}; set audit.max_trials = 0")
+                         f"for {describe.describe(spec)}; set audit.max_trials = 0")
     curve = _numpy_curve(f)
-    reject = _claim_test(claim, spec_of(v), aud) if claim is not None else None
+    reject = _claim_test(claim, spec, aud) if claim is not None else None
     budget = float(aud["time_budget"]) or None
     looks = statistics.look_schedule(aud["max_trials"])
     t0, target, stopped = time.monotonic(), looks[0], None
     while True:
-        out = _plugin_game(v, c, run_dir, progress, backend, trial_timeout, n_trials=target)
-        name = out.primary_score
-        res = statistics.sequential_test(out.scores[name], out.truth, curve, significance=aud["significance"],
+        out = _plugin_game(ctx, aud, run_dir, progress, backend, n_trials=target)
+        res = statistics.sequential_test(out.scores[_primary(out)], out.truth, curve, significance=aud["significance"],
                                          max_trials=aud["max_trials"], reject=reject)
         if res.stopped != "continue":
             break
         if budget is not None and time.monotonic() - t0 >= budget and res.evaluated:
             stopped = "time_budget"
             break
-        target = min(res.next_look, target + max(SEQUENTIAL_BLOCK, target // 4))
+        next_look = res.next_look if res.next_look is not None else target  # "continue" names its next look
+        target = min(next_look, target + max(SEQUENTIAL_BLOCK, target // 4))
     played = int(out.truth.numel())
     if played != res.trials:
-        out = _plugin_game(v, c, run_dir, False, None, trial_timeout, n_trials=res.trials)  # read back, none played
+        out = _plugin_game(ctx, aud, run_dir, False, None, n_trials=res.trials)  # read back, none played
+    if res.level is None:  # a decision or a time budget (which needs an evaluated look) always has a look's level
+        raise RuntimeError("the sequential test stopped without a look; a bug in dpaudit")
     seq = model.Sequential(aud["max_trials"], res.looks, res.levels, tuple(
         model.SequentialLook(x.n, x.level, _finite(x.margin), x.decision) for x in res.evaluated),
         stopped or res.stopped, res.trials, played, float(res.level), _sequential_reason(res, stopped, budget), budget)
     return out, seq
+
+
+def _primary(out: games.AttackOutcome) -> str:
+    """The outcome's primary score (every game of dpaudit's and of attacks/plugin.py names one)."""
+    if out.primary_score is None:
+        raise RuntimeError("the game's outcome names no primary score; a bug in dpaudit")
+    return out.primary_score
 
 
 def _sequential_reason(res: statistics.SequentialResult, stopped: str | None, budget: float | None) -> str:
@@ -205,14 +279,14 @@ def _numpy_curve(f: acc.TradeOff) -> Callable[[np.ndarray], np.ndarray]:
 
 def _claim_test(claim: dict[str, Any], spec: DPSGD, aud: dict[str, Any]) -> Callable[[np.ndarray, np.ndarray, float],
                                                                                         bool]:
-    """The claim part of :func:`_check_claim` at one look: ε_lower > claim, or a box below the claim's curve."""
+    """The claim part of :func:`check_claim` at one look: ε_lower > claim, or a box below the claim's curve."""
     d, eps = claim["delta"], claim["epsilon"]
-    if eps == "accountant":
-        eps = min((float(acc.epsilon(spec, d, method=m).value) for m in acc.methods()
-                   if acc.get_method(m).unsupported(spec) is None), default=math.inf)
+    if eps == "accountant":  # as check_claim: the smallest ε of the methods that cover the spec
+        best = _accountant_epsilon(spec, d)
+        eps = math.inf if best is None else best
     if not math.isfinite(float(eps)):
         return lambda xin, xout, level: False
-    claim_curve = _numpy_curve(acc.TradeOff.from_dp_pairs(torch.tensor([float(eps)]), torch.tensor([d])))
+    claim_curve = _numpy_curve(_claim_curve(float(eps), d))
     strategy = _strategy(aud["threshold"], int(aud["seed"]))
 
     def test(xin: np.ndarray, xout: np.ndarray, level: float) -> bool:
@@ -220,6 +294,13 @@ def _claim_test(claim: dict[str, Any], spec: DPSGD, aud: dict[str, Any]) -> Call
         return lb > float(eps) or statistics.box_margin(xin, xout, claim_curve, significance=level) > 1e-9
 
     return test
+
+
+def _claim_curve(eps: float, delta: float) -> acc.TradeOff:
+    """The claim's (ε, δ) trade-off curve, in float64: in float32, ε ≥ 89 overflowed (exit 3) and the curve's
+    rounding lifted it (f(0) = 1 instead of 1 − δ at ε = 30), a box below it then a false finding."""
+    return acc.TradeOff.from_dp_pairs(torch.tensor([eps], dtype=torch.float64),
+                                      torch.tensor([delta], dtype=torch.float64))
 
 
 def _strategy(name: str, seed: int) -> statistics.ThresholdStrategy:
@@ -290,7 +371,7 @@ def _finite(x: float | None) -> float | None:
 CHUNKING_FILE = "chunking.json"
 
 
-def _chunking(v: dict[str, Any], setup: games.Setup, c: Any, run_dir: Path, memory_gb: float | None) -> dict:
+def _chunking(v: dict[str, Any], game: BuiltIn | UserTrainer, run_dir: Path, memory_gb: float | None) -> dict:
     """How many models a chunk trains at once: audit.chunk_size at most, and what fits the memory budget.
 
     The first run of a variant decides and writes ``chunking.json``; a resume reads it, since the
@@ -301,11 +382,12 @@ def _chunking(v: dict[str, Any], setup: games.Setup, c: Any, run_dir: Path, memo
         return json.loads(path.read_text(encoding="utf-8"))
     if memory_gb is not None and not (isinstance(memory_gb, (int, float)) and memory_gb > 0):
         raise InputError(f"--memory-gb must be a number > 0; got {memory_gb!r}")
-    if v["training"].get("trainer"):  # a user's trainer: one model per call, one trial per task
-        rec = {"models_at_once": 1, "user_trainer": True}
+    if isinstance(game, UserTrainer):  # a user's trainer: one model per call, one trial per task
+        rec: dict[str, Any] = {"models_at_once": 1, "user_trainer": True}
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(rec, sort_keys=True) + "\n", encoding="utf-8")
         return rec
+    setup, c = game.setup, game.canaries
     where = setup.device if setup.device is not None else setup.data.x.device
     budget = int(memory_gb * 2**30) if memory_gb is not None else dpsgd.default_memory_bytes(where)
     per = dpsgd.bytes_per_model(setup.spec, setup.model, setup.data, m=getattr(c, "records", c.m), probes=c.m)
@@ -342,110 +424,174 @@ def _violation(v: comparator.Violation | None) -> model.ViolationTest:
 
 
 def _boxes(p: statistics.EmpiricalTradeOff) -> model.ConfidenceBoxes:
-    d = p.to_dict()
-    return model.ConfidenceBoxes(**{k: (tuple(_finite(x) for x in v) if isinstance(v, list) else v)
-                                    for k, v in d.items()})
+    d: dict[str, Any] = {k: (tuple(_finite(x) for x in v) if isinstance(v, list) else v)
+                         for k, v in p.to_dict().items()}
+    return model.ConfidenceBoxes(**d)
 
 
 def audit_variant(v: dict[str, Any], run_dir: Path, *, progress: bool = False,
-                  claim: dict[str, float] | None = None, backend: Any = None,
+                  claim: dict[str, Any] | None = None, backend: Any = None,
                   memory_gb: float | None = None, device: str = "cpu",
-                  trial_timeout: float | None = None) -> model.AuditResult:
-    """Play one variant's game in ``run_dir`` (resuming what is there) and compare it with the accountants.
+                  trial_timeout: float | None = None, game: BuiltIn | UserTrainer | None = None) -> model.AuditResult:
+    """Play one variant's game in ``run_dir`` (resuming what is there), compare it with the accountants and
+    :func:`assemble` its result.
 
-    ``device``: where the trainer runs ("cpu", "cuda"); the game's draws and records do not depend on it.
+    ``device``: where dpaudit's own trainer runs ("cpu", "cuda"); the game's draws and records do not depend on it.
+    ``game``: the variant's game input (:func:`prepare`, trainer loaded once per run); None: made here.
     """
     t0 = time.perf_counter()
-    setup, c, threat, scores = build(v)
-    setup = dataclasses.replace(setup, device=device)
-    chunking = _chunking(v, setup, c, run_dir, memory_gb)
+    game = game_input(v, trial_timeout=trial_timeout) if game is None else game
+    if isinstance(game, BuiltIn):
+        game = dataclasses.replace(game, setup=dataclasses.replace(game.setup, device=device))
+    chunking = _chunking(v, game, run_dir, memory_gb)
     aud = {**v["audit"], "chunk_size": chunking["models_at_once"]}
-    spec = setup.spec
-    common = dict(threat=threat, seed=int(aud["seed"]), run_dir=run_dir, progress=progress, backend=backend)
+    spec = spec_of(v)
     curves = comparator.analytical_curves(spec, aud["delta"])
     seq = None
-    match aud["game"]:
-        case _ if v["training"]["trainer"] and aud["max_trials"]:  # the sequential design (audit.max_trials)
-            out, seq = _sequential_game(v, c, run_dir, progress, backend, trial_timeout, curves, claim)
+    match game:  # the game input decides the game: no guard on the trainer key
+        case UserTrainer(sequential=True):  # the sequential design (audit.max_trials)
+            out, seq = _sequential_game(game.context, aud, run_dir, progress, backend, curves, claim)
             aud = {**aud, "significance": seq.level, "trials": seq.trials}  # the deciding look's fixed-N test
-        case _ if v["training"]["trainer"]:  # the user's own trainer (attacks/plugin.py)
-            out = _plugin_game(v, c, run_dir, progress, backend, trial_timeout)
-        case "multi_run":
-            out = games.multi_run_game(setup, c, scores=scores, n_trials=aud["trials"],
-                                       chunk_size=aud["chunk_size"], **common)
-        case "one_run":
-            out = games.one_run_game(setup, c, scores=scores, n_runs=aud["trials"], chunk_size=aud["chunk_size"],
-                                     **common)
-        case "reconstruction":
-            out = games.reconstruction_game(setup, c, n_trials=aud["trials"], chunk_size=aud["chunk_size"], **common)
-    name = out.primary_score  # the score the outcome documents as its own (issue 12 §5)
+        case UserTrainer():
+            out = _plugin_game(game.context, aud, run_dir, progress, backend)
+        case BuiltIn():
+            out = _builtin_game(game, aud, run_dir, progress, backend)
+    name = _primary(out)  # the score the outcome documents as its own (issue 12 §5)
     t_game = time.perf_counter() - t0
     conf = None
     if out.metadata.get("conformance"):  # the premise tests share this audit's significance with its ε audit
         aud = {**aud, "significance": aud["significance"] / 2}
         conf = conformance.run_tests(out.metadata["conformance"], spec, aud["significance"], int(aud["seed"]))
-    delta, s = aud["delta"], aud["significance"]
-    res: dict[str, Any] = dict(
-        name=v["name"], design=out.design.value, threat_model=out.threat, score=name,
-        canary=v["canary"]["kind"], fault=faults_mod.describe(setup.fault), spec=spec,
-        significance=s, delta=delta, seed=int(aud["seed"]), trials=int(aud["trials"]),
-        **_accountant_fields(curves), models_at_once=int(chunking["models_at_once"]),
-    )
+    s = aud["significance"]
     sc = out.scores[name]
+    cmp: comparator.MembershipComparison | comparator.ReconstructionComparison
     if out.design is games.Design.RECONSTRUCTION:
-        rc = comparator.compare_reconstruction(out.successes(name), float(out.metadata["kappa"]), curves,
-                                               significance=s)
-        target = torch.nn.functional.one_hot(out.truth, sc.shape[1]).to(torch.bool)
-        res.update(
-            trials=rc.trials, reconstruction=model.Reconstruction(**rc.to_dict()),
-            histogram=_histogram(name, sc[target].numpy(), sc[~target].numpy(), ("true candidate", "other candidates")),
-            violation=model.ViolationTest(
-                rc.violated, "ReRo bound 1 - f(kappa)",
-                (f"VIOLATION: reconstruction success ≥ {fmt.lower(rc.success_lower, 4)} "
-                 f"(at {comparator.format_confidence(1 - s)}) exceeds the bound {fmt.upper(rc.bound, 4)}: "
-                 "bug or broken DP")
-                if rc.violated else
-                f"no violation: success ≥ {fmt.lower(rc.success_lower, 4)} within the bound "
-                f"{'n/a' if rc.bound is None else fmt.upper(rc.bound, 4)}", 1 - s))
+        cmp = comparator.compare_reconstruction(out.successes(name), float(out.metadata["kappa"]), curves,
+                                                significance=s)
     else:
-        truth = out.truth
-        _check_both_sides(v["name"], truth, out.design)
+        _check_both_sides(v["name"], out.truth, out.design)
         if out.design is games.Design.MULTI_RUN:
-            cmp = comparator.compare_membership(sc[truth], sc[~truth], spec, delta=delta, significance=s,
-                                                strategy=_strategy(aud["threshold"], int(aud["seed"])),
+            cmp = comparator.compare_membership(sc[out.truth], sc[~out.truth], spec, delta=aud["delta"],
+                                                significance=s, strategy=_strategy(aud["threshold"], int(aud["seed"])),
                                                 curves=curves)
         else:
-            cmp = comparator.compare_one_run(sc, truth, spec, delta=delta, significance=s, curves=curves)
+            cmp = comparator.compare_one_run(sc, out.truth, spec, delta=aud["delta"], significance=s, curves=curves)
         if seq is not None:  # computed at the deciding look's level; all looks hold jointly at the audit's confidence
             cmp = _restated(cmp, 1 - v["audit"]["significance"])
-        viol = next((x for x in cmp.violations if x.violated), cmp.violations[0] if cmp.violations else None)
-        res.update(
-            rows=int(sc.numel()), n_in=cmp.epsilon_lower.n_in, n_out=cmp.epsilon_lower.n_out,
-            epsilon_lower=cmp.epsilon_lower, ceiling=_finite(cmp.ceiling),
-            tightness_tight=_finite(cmp.tightness_tight), tightness_rdp=_finite(cmp.tightness_rdp),
-            gdp_estimate=cmp.gdp, gdp_lower_one_run=cmp.gdp_lower, violation=_violation(viol),
-            delta_theory_empirical_estimate=_finite(cmp.delta_theory_empirical_estimate),
-            delta_empirical_theory_estimate=_finite(cmp.delta_empirical_theory_estimate),
-            points=_boxes(cmp.points) if cmp.points else None,
-            roc=model.Roc(tuple(cmp.points.roc_fpr.tolist()), tuple(cmp.points.roc_tpr.tolist()))
-            if cmp.points else None,
-            histogram=_histogram(name, sc[truth].numpy(), sc[~truth].numpy(), ("canary in", "canary out")),
-        )
-        res.update(_certifiable(cmp.epsilon_lower, curves, aud, out.design))
-        if out.design is games.Design.ONE_RUN:
-            res["one_run_statistics"] = one_run_statistics(cmp, curves, res.get("epsilon_certifiable"))
+    asked = Asked(v["name"], out.design, out.threat, name, v["canary"]["kind"],
+                  faults_mod.describe(faults_mod.fault_from_name(v["training"]["fault"], v["training"])), spec,
+                  aud["delta"], s, int(aud["seed"]), aud["threshold"], int(aud["trials"]),
+                  reported_significance=v["audit"]["significance"] if seq is not None else None)
+    return assemble(asked, curves, sc, out.truth, cmp,
+                    claim=None if claim is None else model.ClaimConfig(claim["epsilon"], claim["delta"]),
+                    started=t0, game_s=t_game, models_at_once=int(chunking["models_at_once"]), conformance=conf,
+                    sequential=seq)
+
+
+# ------------------------------------------------------------------------------------------ assembly
+
+
+@dataclass(frozen=True)
+class Asked:
+    """What one audit was asked and how its statistics ran: the head of its :class:`audit.model.AuditResult`.
+
+    ``significance`` is the level its statistics ran at (a sequential audit: the deciding look's);
+    ``reported_significance``, when given, is the one its result states (a sequential audit: all looks jointly).
+    ``threshold`` names the threshold strategy (:mod:`audit.registry`), built from ``seed``.
+    """
+
+    name: str
+    design: games.Design
+    threat_model: str
+    score: str
+    canary: str
+    fault: str
+    spec: DPSGD
+    delta: float
+    significance: float
+    seed: int
+    threshold: str
+    trials: int
+    reported_significance: float | None = None
+
+
+def assemble(asked: Asked, curves: comparator.Curves, scores: torch.Tensor, truth: torch.Tensor,
+             cmp: comparator.MembershipComparison | comparator.ReconstructionComparison, *,
+             claim: model.ClaimConfig | None = None, certify: bool = True, started: float, game_s: float = 0.0,
+             models_at_once: int | None = None, nonfinite: model.NonFinite | None = None,
+             conformance: model.Conformance | None = None,
+             sequential: model.Sequential | None = None) -> model.AuditResult:
+    """The one result-assembly path (``run``, ``check``, ``score``, :func:`audit.score.audit_trainer`).
+
+    From what was asked, the accountants' curves, the scores with their truth (membership: a bool per row;
+    reconstruction: the true candidate's index), the comparison and the claim, the typed result of one audit.
+    ``certify``: compute ε_certifiable (simulated optimal audits; ``dpaudit score`` skips it where it
+    is costly); ``started``: ``time.perf_counter()`` at the audit's start (the runtime's total).
+    """
+    delta = asked.delta
+    head: dict[str, Any] = dict(
+        name=asked.name, design=asked.design.value, threat_model=asked.threat_model, score=asked.score,
+        canary=asked.canary, fault=asked.fault, spec=asked.spec,
+        significance=asked.significance if asked.reported_significance is None else asked.reported_significance,
+        delta=delta, seed=asked.seed, trials=asked.trials, models_at_once=models_at_once, nonfinite=nonfinite,
+        conformance=conformance, sequential=sequential,
+        **_accountant_fields(curves),  # the ε columns (accountant methods: issue 24 item 4)
+    )
+    if isinstance(cmp, comparator.ReconstructionComparison):
+        body = _reconstruction_fields(cmp, asked, scores, truth)
+    else:
+        body = _membership_fields(cmp, asked, curves, scores, truth, certify)
         if claim is not None:
-            chk = _check_claim(cmp, curves, claim, sc, truth, out.design, aud, spec)
-            if conf is not None:
-                chk["reasons"] += [f"conformance: {t.premise} ({t.name}): {t.finding} (p = {t.p_value:.3g} <= "
-                                   f"{t.level:.3g})" for t in conf.tests if t.rejected]
-                chk["holds"] = chk["holds"] and not conf.rejected
-            res["claim"] = model.ClaimCheck(**{**chk, "reasons": tuple(chk["reasons"])})
-    res["conformance"] = conf
-    if seq is not None:
-        res.update(sequential=seq, significance=v["audit"]["significance"])
-    res["runtime_s"] = model.Runtime(round(t_game, 2), round(time.perf_counter() - t0, 2))
-    return model.AuditResult(**res)
+            chk = check_claim(cmp, curves, claim, scores, truth, asked)
+            if conformance is not None and conformance.rejected:  # a broken premise refutes the claim too
+                chk = dataclasses.replace(chk, holds=False, reasons=chk.reasons + tuple(
+                    f"conformance: {t.premise} ({t.name}): {t.finding} (p = {t.p_value:.3g} <= {t.level:.3g})"
+                    for t in conformance.tests if t.rejected))
+            body["claim"] = chk
+    runtime = model.Runtime(round(game_s, 2), round(time.perf_counter() - started, 2))
+    return model.AuditResult(**{**head, **body}, runtime_s=runtime)  # reconstruction: trials as played
+
+
+def _reconstruction_fields(rc: comparator.ReconstructionComparison, asked: Asked, scores: torch.Tensor,
+                           truth: torch.Tensor) -> dict[str, Any]:
+    s = asked.significance
+    bound = "n/a" if rc.bound is None else fmt.upper(rc.bound, 4)
+    target = torch.nn.functional.one_hot(truth, scores.shape[1]).to(torch.bool)
+    return dict(
+        trials=rc.trials, reconstruction=model.Reconstruction(**rc.to_dict()),
+        histogram=_histogram(asked.score, scores[target].numpy(), scores[~target].numpy(),
+                             ("true candidate", "other candidates")),
+        violation=model.ViolationTest(
+            rc.violated, "ReRo bound 1 - f(kappa)",
+            (f"VIOLATION: reconstruction success ≥ {fmt.lower(rc.success_lower, 4)} "
+             f"(at {comparator.format_confidence(1 - s)}) exceeds the bound {bound}: bug or broken DP")
+            if rc.violated else
+            f"no violation: success ≥ {fmt.lower(rc.success_lower, 4)} within the bound {bound}", 1 - s))
+
+
+def _membership_fields(cmp: comparator.MembershipComparison, asked: Asked, curves: comparator.Curves,
+                       scores: torch.Tensor, truth: torch.Tensor, certify: bool) -> dict[str, Any]:
+    viol = next((x for x in cmp.violations if x.violated), cmp.violations[0] if cmp.violations else None)
+    res: dict[str, Any] = dict(
+        rows=int(scores.numel()), n_in=cmp.epsilon_lower.n_in, n_out=cmp.epsilon_lower.n_out,
+        epsilon_lower=cmp.epsilon_lower, ceiling=_finite(cmp.ceiling),
+        tightness_tight=_finite(cmp.tightness_tight), tightness_rdp=_finite(cmp.tightness_rdp),
+        gdp_estimate=cmp.gdp, gdp_lower_one_run=cmp.gdp_lower, violation=_violation(viol),
+        delta_theory_empirical_estimate=_finite(cmp.delta_theory_empirical_estimate),
+        delta_empirical_theory_estimate=_finite(cmp.delta_empirical_theory_estimate),
+        points=_boxes(cmp.points) if cmp.points else None,
+        roc=model.Roc(tuple(cmp.points.roc_fpr.tolist()), tuple(cmp.points.roc_tpr.tolist()))
+        if cmp.points else None,
+        histogram=_histogram(asked.score, scores[truth].numpy(), scores[~truth].numpy(), ("canary in", "canary out")),
+    )
+    if certify:
+        res.update(_certifiable(cmp.epsilon_lower, curves, {"significance": asked.significance, "delta": asked.delta,
+                                                            "threshold": asked.threshold, "seed": asked.seed},
+                                asked.design))
+    if asked.design is games.Design.ONE_RUN:
+        res["one_run_statistics"] = one_run_statistics(cmp, curves if certify else None,
+                                                       res.get("epsilon_certifiable"))
+    return res
 
 
 def _check_both_sides(name: str, truth: torch.Tensor, design: games.Design) -> None:
@@ -525,53 +671,69 @@ def _certifiable(lb: statistics.EpsilonLowerBound, curves: comparator.Curves, au
             "certifiable_range": (float(reps[0]), float(reps[-1]))}
 
 
-def _check_claim(cmp, curves, claim, sc, truth, design, aud, spec) -> dict[str, Any]:
-    """Does the claim (ε, δ) hold, by the accountant and by the audit?"""
-    d = claim["delta"]
-    acc_eps = None  # the smallest ε of every registered accounting method that covers the spec (each sound)
-    for method in acc.methods():
-        try:
-            val = float(acc.epsilon(spec, d, method=method).value)
-        except acc.UnsupportedError:
-            continue
-        acc_eps = val if acc_eps is None else min(acc_eps, val)
-    eps_claim = claim["epsilon"]
+def check_claim(cmp: comparator.MembershipComparison, curves: comparator.Curves, claim: model.ClaimConfig,
+                scores: torch.Tensor, truth: torch.Tensor, asked: Asked) -> model.ClaimCheck:
+    """Does the claim (ε, δ) hold, by the accountant and by the audit? (``check``, ``score --epsilon``, Python)
+
+    Accountant: the smallest ε of every registered method that covers the spec, at the claim's δ (each is a
+    sound upper bound), must not exceed the claim. Audit: ε_lower at the claim's δ (the audit's own ε_lower when
+    the δ's agree, else recomputed: multi-run with the audit's threshold strategy, one-run Steinke et al.'s bound,
+    sound for any canaries) must not exceed it, no multi-run confidence box may lie below the claim's curve, and
+    the audit's own violation test must not fire.
+    """
+    d, spec = claim.delta, asked.spec
+    acc_eps = curves.epsilon_best if d == curves.delta else _accountant_epsilon(spec, d)
+    eps_claim: float | str = claim.epsilon
     if eps_claim == "accountant":  # the accountants' own ε at the claim's δ
         if acc_eps is None:
             raise InputError(f"[claim] epsilon = \"accountant\": no accounting method covers {describe.describe(spec)}"
                              "; write the claimed epsilon as a number")
         eps_claim = acc_eps
-    eps_claim = float(eps_claim)
-    claimed = fmt.exact(eps_claim)
-    accountant_ok = acc_eps is not None and acc_eps <= eps_claim * (1 + 1e-9)
-    s = aud["significance"]
-    if design is games.Design.MULTI_RUN:
-        lb = statistics.epsilon_lower_bound(sc[truth], sc[~truth], delta=d, significance=s,
-                                            strategy=_strategy(aud["threshold"], int(aud["seed"]))).value
-        claim_curve = acc.TradeOff.from_dp_pairs(torch.tensor([eps_claim]), torch.tensor([d]))
+    eps = float(eps_claim)
+    claimed = fmt.exact(eps)
+    accountant_ok = acc_eps is not None and acc_eps <= eps * (1 + 1e-9)
+    s = asked.significance
+    if d == cmp.epsilon_lower.delta:
+        lb = cmp.epsilon_lower.value
+    elif asked.design is games.Design.MULTI_RUN:
+        lb = statistics.epsilon_lower_bound(scores[truth], scores[~truth], delta=d, significance=s,
+                                            strategy=_strategy(asked.threshold, asked.seed)).value
+    else:
+        lb = statistics.epsilon_one_run(scores, truth, delta=d, significance=s).value
+    if asked.design is games.Design.MULTI_RUN and cmp.points is not None:
+        claim_curve = _claim_curve(eps, d)
         v = comparator.violation_test(cmp.points, claim_curve, against=f"claim (eps={claimed}, delta={d:g})")
-        audit_ok = not v.violated and lb <= eps_claim
-        msg = v.message if v.violated else (f"epsilon_lower {fmt.lower(lb, 4)} > claimed {claimed}" if lb > eps_claim
+        audit_ok = not v.violated and lb <= eps
+        msg = v.message if v.violated else (f"epsilon_lower {fmt.lower(lb, 4)} > claimed {claimed}" if lb > eps
                                             else "")
     else:
-        lb = statistics.epsilon_one_run(sc, truth, delta=d, significance=s).value
-        audit_ok = lb <= eps_claim
+        audit_ok = lb <= eps
         msg = "" if audit_ok else f"one-run epsilon_lower {fmt.lower(lb, 4)} > claimed {claimed}"
-    broken = cmp.violated
     reasons = []
     if not accountant_ok:
         acc_words = fmt.upper(acc_eps) if acc_eps is not None else "unavailable"
         reasons.append(f"accountant: epsilon {acc_words} at delta={d:g} "
                        f"exceeds the claimed {claimed}" + (
                            " (epsilon = 0 is a claim of perfect privacy; before dpaudit 0.2 it meant the "
-                           "accountant's own epsilon, now written epsilon = \"accountant\")" if eps_claim == 0 else ""))
+                           "accountant's own epsilon, now written epsilon = \"accountant\")" if eps == 0 else ""))
     if not audit_ok:
         reasons.append(f"audit: {msg}")
-    if broken:
+    if cmp.violated:
         reasons.append("audit: " + next(x.message for x in cmp.violations if x.violated))
-    return {"epsilon": eps_claim, "delta": d, "accountant_epsilon": acc_eps, "accountant_holds": accountant_ok,
-            "audit_epsilon_lower": lb, "audit_holds": audit_ok and not broken, "holds": not reasons,
-            "reasons": reasons}
+    return model.ClaimCheck(eps, d, acc_eps, accountant_ok, lb, audit_ok and not cmp.violated, not reasons,
+                            tuple(reasons))
+
+
+def _accountant_epsilon(spec: DPSGD, delta: float) -> float | None:
+    """The smallest ε at ``delta`` of every registered accounting method that covers ``spec`` (None: none does)."""
+    eps = None
+    for method in acc.methods():
+        try:
+            val = float(acc.epsilon(spec, delta, method=method).value)
+        except acc.UnsupportedError:
+            continue
+        eps = val if eps is None else min(eps, val)
+    return eps
 
 
 def execute(config_path: str | Path | None, out: str | Path | None, *, resume: bool = False,
@@ -612,7 +774,6 @@ def execute(config_path: str | Path | None, out: str | Path | None, *, resume: b
     cfg_file = out / CONFIG_FILE
     if _exists(out, "--out") and not out.is_dir():
         raise RunError(f"run folder {str(out)!r} exists and is not a folder")
-    # Validate everything before creating anything: a bad configuration leaves no run folder behind.
     if resume:
         if not cfg_file.is_file():
             raise RunError(f"--resume: {str(cfg_file)!r} does not exist; nothing to resume")
@@ -621,10 +782,36 @@ def execute(config_path: str | Path | None, out: str | Path | None, *, resume: b
             raise RunError(f"--resume: {config_path} differs from the configuration in {str(cfg_file)!r}")
     else:
         cfg = config_mod.load(config_path)
-        if cfg_file.exists() or (out / "audits").exists():
-            raise RunError(f"run folder {str(out)!r} already holds a run; pass --resume to continue it, or choose "
-                           "another --out")
-    validate(cfg, claim=claim)
+    return execute_config(cfg, out, resume=resume, progress=progress, claim=claim, on_variant=on_variant,
+                          backend=backend, memory_gb=memory_gb, device=device, trial_timeout=trial_timeout,
+                          on_start=on_start, finish=finish)
+
+
+def execute_config(cfg: dict[str, Any], out: Path, *, resume: bool = False, progress: bool = True,
+                   claim: bool = False, on_variant: Callable[[model.AuditResult], None] | None = None,
+                   backend: Any = None, memory_gb: float | None = None, device: str = "cpu",
+                   trial_timeout: float | None = None,
+                   on_start: Callable[[dict[str, Any], Path], None] | None = None,
+                   finish: Callable[[Path, model.RunResult], Any] | None = None,
+                   trainer: Callable | None = None) -> tuple[Path, model.RunResult]:
+    """:func:`execute` of a resolved configuration (``resume``: the one in ``out``'s config.toml).
+
+    ``trainer``: a callable that stands for every variant's ``training.trainer`` (:func:`audit.score.audit_trainer`).
+    Everything is checked and every game input made (:func:`prepare`) before the run folder is created.
+    """
+    cfg_file = out / CONFIG_FILE
+    if _exists(out, "--out") and not out.is_dir():
+        raise RunError(f"run folder {str(out)!r} exists and is not a folder")
+    # Validate everything before creating anything: a bad configuration leaves no run folder behind.
+    if resume:
+        if not cfg_file.is_file():
+            raise RunError(f"--resume: {str(cfg_file)!r} does not exist; nothing to resume")
+        if config_mod.load_resolved(cfg_file) != cfg:
+            raise RunError(f"--resume: the configuration differs from the one in {str(cfg_file)!r}")
+    elif cfg_file.exists() or (out / "audits").exists():
+        raise RunError(f"run folder {str(out)!r} already holds a run; pass --resume to continue it, or choose "
+                       "another --out")
+    audits = prepare(cfg, claim=claim, trainer=trainer, trial_timeout=trial_timeout)
     _plugin_limits(cfg, backend, device, memory_gb, trial_timeout)
     if on_start is not None:
         on_start(cfg, out)
@@ -638,8 +825,8 @@ def execute(config_path: str | Path | None, out: str | Path | None, *, resume: b
                 raise RunError(f"run folder {str(out)!r} already holds a run; pass --resume to continue it, or "
                                "choose another --out")
             cfg_file.write_text(config_mod.dumps(cfg), encoding="utf-8")
-        result = _run_audits(cfg, out, progress=progress, claim=claim, on_variant=on_variant, backend=backend,
-                             memory_gb=memory_gb, device=device, trial_timeout=trial_timeout)
+        result = _run_audits(cfg, audits, out, progress=progress, claim=claim, on_variant=on_variant,
+                             backend=backend, memory_gb=memory_gb, device=device, trial_timeout=trial_timeout)
         if finish is not None:
             finish(out, result)
         return out, result
@@ -697,11 +884,6 @@ def _plugin_limits(cfg: dict[str, Any], backend: Any, device: str, memory_gb: fl
         if trial_timeout is not None:
             raise InputError("--trial-timeout applies to a user trainer ([training] trainer) only")
         return
-    from attacks import plugin
-
-    for v in config_mod.variants(cfg):  # a bad reference, import or signature: exit 2 before any run folder exists
-        if v["training"]["trainer"]:
-            plugin.load_trainer(v["training"]["trainer"], v["training"]["trainer_dir"] or None)
     if memory_gb is not None:
         raise InputError("--memory-gb sizes chunks of dpaudit's own vectorised trainer; a user trainer "
                          "([training] trainer) trains one model per call: leave --memory-gb out")
@@ -711,38 +893,60 @@ def _plugin_limits(cfg: dict[str, Any], backend: Any, device: str, memory_gb: fl
 
 
 def validate(cfg: dict[str, Any], *, claim: bool = False) -> None:
-    """Check what the TOML schema cannot: every variant builds (data size, spec, canaries) and its threshold."""
-    variants = config_mod.variants(cfg)
-    for v in variants:
+    """Check what the TOML schema cannot: every variant's game input builds (data size, spec, canaries, trainer)."""
+    prepare(cfg, claim=claim)
+
+
+def prepare(cfg: dict[str, Any], *, claim: bool = False, trainer: Callable | None = None,
+            trial_timeout: float | None = None) -> list[Prepared]:
+    """Every audit of ``cfg`` checked and its game input made, each user trainer loaded once for the whole run.
+
+    A bad trainer reference, import or signature is an InputError here (exit 2 before any run folder exists).
+    ``trainer``: a callable standing for every variant's ``training.trainer`` (:func:`audit.score.audit_trainer`).
+    """
+    loaded: dict[tuple[Any, str], Callable] = {}
+    out = []
+    for v in config_mod.variants(cfg):
+        ref, fn = v["training"]["trainer"], None
+        if ref:
+            ref = trainer if trainer is not None else ref
+            key = (ref, v["training"]["trainer_dir"])
+            if key not in loaded:  # the run's one load of this trainer
+                loaded[key] = plugin.load_trainer(ref, v["training"]["trainer_dir"] or None)
+            fn = loaded[key]
         where = f"variant {v['name']!r}: " if cfg.get("variant") else ""
         try:
-            setup = build(v)[0]
+            game = game_input(v, trainer=ref or None, fn=fn, trial_timeout=trial_timeout)
             _strategy(v["audit"]["threshold"], int(v["audit"]["seed"]))
+            spec = spec_of(v)
             if claim and cfg["claim"]["epsilon"] == "accountant" and \
-                    all(acc.get_method(m).unsupported(setup.spec) is not None for m in acc.methods()):
+                    all(acc.get_method(m).unsupported(spec) is not None for m in acc.methods()):
                 raise InputError(f"[claim] epsilon = \"accountant\": no accounting method covers "
-                                 f"{describe.describe(setup.spec)}; write the claimed epsilon as a number")
+                                 f"{describe.describe(spec)}; write the claimed epsilon as a number")
         except InputError as exc:
             raise type(exc)(f"{where}{exc}") from None
+        out.append(Prepared(v, game))
+    return out
 
 
-def _run_audits(cfg: dict[str, Any], out: Path, *, progress: bool, claim: bool,
+def _run_audits(cfg: dict[str, Any], audits: list[Prepared], out: Path, *, progress: bool, claim: bool,
                 on_variant: Callable[[model.AuditResult], None] | None, backend: Any = None,
                 memory_gb: float | None = None, device: str = "cpu",
                 trial_timeout: float | None = None) -> model.RunResult:
-    audits = []
-    variants = config_mod.variants(cfg)
-    for v in variants:
+    results = []
+    for p in audits:
         # The configured significance is family-wise for the whole run: each of the k audits runs at
         # significance/k (Bonferroni), so the run's verdict (any violation, the claim check, the max
         # epsilon_lower) holds at 1 − significance however many variants the config defines.
-        v = {**v, "audit": {**v["audit"], "significance": v["audit"]["significance"] / len(variants)}}
+        v = {**p.variant, "audit": {**p.variant["audit"], "significance": p.variant["audit"]["significance"]
+                                    / len(audits)}}
         r = audit_variant(v, out / "audits" / v["name"], progress=progress, claim=cfg["claim"] if claim else None,
-                          backend=backend, memory_gb=memory_gb, device=device, trial_timeout=trial_timeout)
-        audits.append(r)
+                          backend=backend, memory_gb=memory_gb, device=device, trial_timeout=trial_timeout,
+                          game=p.game)
+        results.append(r)
         if on_variant is not None:
             on_variant(r)
-    result = summarise(cfg, audits)
+    result = summarise(cfg, results)
     (out / RESULT_FILE).write_text(model.dumps(result), encoding="utf-8")
     return result
 
@@ -753,7 +957,7 @@ def summarise(cfg: dict[str, Any], audits: list[model.AuditResult]) -> model.Run
     lbs = [(a.epsilon_lower.value, a.name) for a in audits if a.epsilon_lower is not None]
     k = max(1, len(lbs))
     best = max(lbs) if lbs else (None, None)
-    checked = [a for a in audits if a.claim is not None]
+    checked = [(a.name, a.claim) for a in audits if a.claim is not None]
     return model.RunResult(
         created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         significance=s, delta=cfg["audit"]["delta"],
@@ -762,8 +966,8 @@ def summarise(cfg: dict[str, Any], audits: list[model.AuditResult]) -> model.Run
         epsilon_lower=model.RunEpsilonLower(
             best[0], best[1], 1 - s, f"max over {k} audits, each at significance {s:g}/{k} (Bonferroni): "
                                      f"holds at {1 - s:.4g} jointly"),
-        claim=model.ClaimSummary(all(a.claim.holds for a in checked),
-                                 tuple(f"{a.name}: {r}" for a in checked for r in a.claim.reasons))
+        claim=model.ClaimSummary(all(c.holds for _, c in checked),
+                                 tuple(f"{name}: {r}" for name, c in checked for r in c.reasons))
         if checked else None,
         audits=tuple(audits),
         config=model.from_dict(model.RunConfig, cfg, where="config"),

@@ -47,12 +47,10 @@ from typing import Any
 import numpy as np
 import torch
 
-import accountants as acc
 from accountants.errors import InputError, InputTypeError
 from accountants.events import DPSGD
 
 from . import comparator
-from . import formatting as fmt
 
 __all__ = ["DESIGNS", "audit_name", "audit_scores", "audit_scores_run", "audit_trainer", "check_out_folder",
            "map_nonfinite", "read_scores"]
@@ -314,6 +312,8 @@ def audit_scores_run(data: Any, spec: DPSGD, *, delta: float, significance: floa
         incompatible with the claim (a bug or broken DP), and ``result["claim"]`` holds the claim
         verdict when ``claim_epsilon`` is given.
     """
+    from attacks.games import Design
+
     from . import config as config_mod
     from . import model, runs
 
@@ -341,33 +341,17 @@ def audit_scores_run(data: Any, spec: DPSGD, *, delta: float, significance: floa
     else:
         cmp = comparator.compare_one_run(score, member, spec, delta=delta, significance=s, curves=curves,
                                          independent_canaries=independent_canaries)
-    viol = next((x for x in cmp.violations if x.violated), cmp.violations[0] if cmp.violations else None)
-    f = runs._finite
-    sc = torch.as_tensor(score)
-    fields: dict[str, Any] = dict(
-        name=model.check_name(name or audit_name(label)), design=design,
-        threat_model="user", score="user", canary="user", fault="none", spec=spec, significance=s, delta=delta,
-        seed=0, trials=int(member.size), **runs._accountant_fields(curves), rows=int(member.size),
-        n_in=cmp.epsilon_lower.n_in,
-        n_out=cmp.epsilon_lower.n_out, epsilon_lower=cmp.epsilon_lower, ceiling=f(cmp.ceiling),
-        tightness_tight=f(cmp.tightness_tight), tightness_rdp=f(cmp.tightness_rdp), gdp_estimate=cmp.gdp,
-        gdp_lower_one_run=cmp.gdp_lower, violation=runs._violation(viol),
-        delta_theory_empirical_estimate=f(cmp.delta_theory_empirical_estimate),
-        delta_empirical_theory_estimate=f(cmp.delta_empirical_theory_estimate),
-        points=runs._boxes(cmp.points) if cmp.points else None,
-        roc=model.Roc(tuple(cmp.points.roc_fpr.tolist()), tuple(cmp.points.roc_tpr.tolist())) if cmp.points else None,
-        histogram=runs._histogram("user", sc[member].numpy(), sc[~member].numpy(), ("canary in", "canary out")),
-        runtime_s=model.Runtime(0.0, round(time.perf_counter() - t0, 2)),
-        **(_one_run_certifiable(cmp, curves, s, delta) if design == "one_run" else {}),
-        nonfinite=model.NonFinite(**nonfinite) if nonfinite is not None else None,
-    )
-    if claim_epsilon is not None:
-        chk = _claim(cmp, member, score, spec, float(claim_epsilon), delta, s, design)
-        fields["claim"] = model.ClaimCheck(**{**chk, "reasons": tuple(chk["reasons"])})
+    asked = runs.Asked(model.check_name(name or audit_name(label)), Design(design), "user", "user", "user", "none",
+                       spec, delta, s, 0, "bonferroni", int(member.size))
+    certify = design == "one_run" and member.size <= CERTIFIABLE_MAX_CANARIES  # as before: one-run audits only
+    audit = runs.assemble(asked, curves, torch.as_tensor(score), torch.as_tensor(member), cmp,
+                          claim=None if claim_epsilon is None else model.ClaimConfig(claim_epsilon, delta),
+                          certify=certify, started=t0,
+                          nonfinite=model.NonFinite(**nonfinite) if nonfinite is not None else None)
     cfg = config_mod.loads("")  # the run's config records only what a score file has: δ and significance
     cfg["audit"].update(significance=s, delta=delta)
     cfg["claim"]["delta"] = delta
-    run = runs.summarise(cfg, [model.AuditResult(**fields)])
+    run = runs.summarise(cfg, [audit])
     if out is not None:
         from . import report
 
@@ -383,21 +367,6 @@ def audit_scores_run(data: Any, spec: DPSGD, *, delta: float, significance: floa
 CERTIFIABLE_MAX_CANARIES = 100_000
 """Up to this many one-run rows ``dpaudit score`` computes ε_certifiable (21 simulated audits of m canaries per
 statistic: about 1.6 s for Steinke's and 6 s for the order statistic at m = 1e4 on one core); above, None."""
-
-
-def _one_run_certifiable(cmp: comparator.MembershipComparison, curves: comparator.Curves, s: float,
-                         delta: float) -> dict[str, Any]:
-    """ε_certifiable of the one-run ε_lower and of every one-run statistic (as :func:`audit.runs.audit_variant`)."""
-    from attacks.games import Design
-
-    from . import runs
-
-    lb = cmp.epsilon_lower
-    if lb.n_in + lb.n_out > CERTIFIABLE_MAX_CANARIES:
-        return {"one_run_statistics": runs.one_run_statistics(cmp, None)}
-    aud = {"significance": s, "delta": delta, "threshold": "bonferroni", "seed": 0}
-    cert = runs._certifiable(lb, curves, aud, Design.ONE_RUN)
-    return {**cert, "one_run_statistics": runs.one_run_statistics(cmp, curves, cert["epsilon_certifiable"])}
 
 
 def audit_name(label: str) -> str:
@@ -416,36 +385,6 @@ def check_out_folder(out: str | Path) -> None:
     held = [f for f in (RESULT_FILE, CONFIG_FILE, "audits") if (p / f).exists()]
     if held:
         raise InputError(f"--out {str(out)[:200]!r} already holds a run ({held[0]}); choose another folder")
-
-
-def _claim(cmp, member, score, spec, eps_claim, delta, s, design) -> dict[str, Any]:
-    """Does the claim (ε, δ) hold, by the accountant and by the scores? (as ``dpaudit check``)"""
-    acc_eps = cmp.curves.epsilon_best
-    accountant_ok = acc_eps is not None and acc_eps <= eps_claim * (1 + 1e-9)
-    claimed = fmt.exact(eps_claim)
-    if design == "multi_run":
-        lb = cmp.epsilon_lower.value
-        claim_curve = acc.TradeOff.from_dp_pairs(torch.tensor([eps_claim]), torch.tensor([delta]))
-        v = comparator.violation_test(cmp.points, claim_curve, against=f"claim (eps={claimed}, delta={delta:g})")
-        audit_ok = not v.violated and lb <= eps_claim
-        msg = v.message if v.violated else (f"epsilon_lower {fmt.lower(lb, 4)} > claimed {claimed}"
-                                            if lb > eps_claim else "")
-    else:
-        lb = cmp.epsilon_lower.value
-        audit_ok = lb <= eps_claim
-        msg = "" if audit_ok else f"one-run epsilon_lower {fmt.lower(lb, 4)} > claimed {claimed}"
-    reasons = []
-    if not accountant_ok:
-        acc_words = fmt.upper(acc_eps) if acc_eps is not None else "unavailable"
-        reasons.append(f"accountant: epsilon {acc_words} at delta={delta:g} "
-                       f"exceeds the claimed {claimed}")
-    if not audit_ok:
-        reasons.append(f"audit: {msg}")
-    if cmp.violated:
-        reasons.append("audit: " + next(x.message for x in cmp.violations if x.violated))
-    return {"epsilon": eps_claim, "delta": delta, "accountant_epsilon": acc_eps, "accountant_holds": accountant_ok,
-            "audit_epsilon_lower": lb, "audit_holds": audit_ok and not cmp.violated, "holds": not reasons,
-            "reasons": reasons}
 
 
 def audit_trainer(trainer: Any, spec: DPSGD, *, trials: int | None = None, delta: float = 1e-5,
@@ -583,32 +522,10 @@ def _takes_audit(fn: Any) -> bool:
 
 def _trainer_run(trainer: Any, cfg: dict[str, Any], folder: Path, *, resume: bool, claim: bool, progress: bool,
                  backend: Any, trial_timeout: float | None) -> Any:
-    """Run the audits of ``cfg`` with ``trainer`` (a callable stays a callable) in a run folder, as runs.execute."""
-    from . import config as config_mod
-    from . import model, runs
+    """Run the audits of ``cfg`` with ``trainer`` (a callable stays a callable) in a run folder: the path of
+    ``dpaudit run``/``check`` (:func:`audit.runs.execute_config`; the trainer is the run's game input, loaded once)."""
+    from . import runs
 
-    cfg_file = folder / runs.CONFIG_FILE
-    if resume:
-        if not cfg_file.is_file():
-            raise runs.RunError(f"resume: {str(cfg_file)!r} does not exist; nothing to resume")
-        if config_mod.load_resolved(cfg_file) != cfg:
-            raise runs.RunError(f"resume: the arguments differ from the configuration in {str(cfg_file)!r}")
-    elif cfg_file.exists() or (folder / "audits").exists():
-        raise runs.RunError(f"run folder {str(folder)!r} already holds a run; pass resume=True to continue it, or "
-                            "choose another run_dir")
-    runs.validate(cfg, claim=claim)
-    folder.mkdir(parents=True, exist_ok=True)
-    with runs.lock(folder):
-        if not resume:
-            cfg_file.write_text(config_mod.dumps(cfg), encoding="utf-8")
-        variants = config_mod.variants(cfg)
-        audits = []
-        for v in variants:  # as runs._run_audits: Bonferroni over the audits, the trainer itself (not its name)
-            v = {**v, "training": {**v["training"], "trainer": trainer},
-                 "audit": {**v["audit"], "significance": v["audit"]["significance"] / len(variants)}}
-            audits.append(runs.audit_variant(v, folder / "audits" / v["name"], progress=progress,
-                                             claim=cfg["claim"] if claim else None, backend=backend,
-                                             trial_timeout=trial_timeout))
-        result = runs.summarise(cfg, audits)
-        (folder / runs.RESULT_FILE).write_text(model.dumps(result), encoding="utf-8")
+    _, result = runs.execute_config(cfg, folder, resume=resume, claim=claim, progress=progress, backend=backend,
+                                    trial_timeout=trial_timeout, trainer=None if isinstance(trainer, str) else trainer)
     return result
