@@ -34,8 +34,8 @@ import accountants as acc
 from accountants import describe
 from accountants.errors import InputError
 from accountants.events import DPSGD
+from attacks import conformance_record, dpsgd, games, models, worst_case
 from attacks import data as data_mod
-from attacks import dpsgd, games, models, worst_case
 from attacks import faults as faults_mod
 from attacks import membership as mia
 
@@ -75,16 +75,27 @@ def spec_of(v: dict[str, Any]) -> DPSGD:
                      neighbouring=describe.parse_neighbouring(t["neighbouring"], key="training.neighbouring"))
 
 
+def _records(v: dict[str, Any]) -> data_mod.Dataset:
+    """The variant's natural records: the first n_records, or under a Poisson claim with the conformance canary
+    (``dead_feature``) the audit's own dataset, copies of one record and one of each other class
+    (:func:`attacks.conformance_record.copied_records`; audit.conformance, "The audit's dataset")."""
+    t = v["training"]
+    d = data_mod.load(t["dataset"])
+    if t["n_records"] > d.n:
+        raise InputError(f"training.n_records must be ≤ {d.n} for dataset {t['dataset']!r}; got {t['n_records']}")
+    if v["canary"]["kind"] == conformance_record.KIND and \
+            describe.parse_sampling_kind(t["sampling"], key="training.sampling") == "poisson":
+        return conformance_record.copied_records(d, t["n_records"])
+    return d.subset(slice(0, t["n_records"]))
+
+
 def build(v: dict[str, Any]) -> tuple[games.Setup, Any, Any, list]:
     """(Setup, canaries, threat, scores) of one resolved variant; everything seeded by audit.seed.
 
     Canaries, scores, faults and the threat model come from their registries (:mod:`audit.registry`).
     """
     t, can, att, aud = v["training"], v["canary"], v["attack"], v["audit"]
-    d = data_mod.load(t["dataset"])
-    if t["n_records"] > d.n:
-        raise InputError(f"training.n_records must be ≤ {d.n} for dataset {t['dataset']!r}; got {t['n_records']}")
-    d = d.subset(slice(0, t["n_records"]))
+    d = _records(v)
     in_features = int(np.prod(d.feature_shape))
     match t["model"]:
         case "logistic_regression":
@@ -128,7 +139,7 @@ def _plugin_game(v: dict[str, Any], c: Any, run_dir: Path, progress: bool, backe
     from attacks import plugin
 
     t, aud = v["training"], v["audit"]
-    d = data_mod.load(t["dataset"]).subset(slice(0, t["n_records"]))
+    d = _records(v)
     att, can = v["attack"], v["canary"]
     if can["kind"] == "dirac" and aud["game"] == "one_run":  # m hooked canaries: canary j on flat parameter j
         c = plugin.DiracCanaries(tuple(range(can["count"])), can["norm"])
