@@ -41,14 +41,24 @@ trainer with probability at most its level. The tests (docs/fault-detection.md, 
   at least as large as R's: Σ_i ‖u_t[tensor]‖² ≥_st (noise)·χ²; per step the one-sided F test (the
   non-central χ² of signal + noise dominates the central one), combined over steps (Fisher) and
   tensors (Bonferroni).
+- **batch law** (Poisson's Binomial batch size; :func:`_batch_law`): H0: the natural records are sampled
+  independently at a rate q' ≤ q, so the update projected on a direction fixed by the history (the
+  copied record's unit gradient at θ_{t−1}) has Var P ≥ (1 − q)/(n q)·(E P)² + (noise variance on R) in
+  trials without the canary (Binomial variance, Cauchy–Schwarz, law of total variance). One-sided z-test
+  (delta method, variance taken at the null's boundary) on Σ_t D_t; step 1 from θ-differences, every step
+  from a recorded privatised gradient; Poisson claims only. Catches fixed-size or shuffled batches claimed
+  as Poisson and a rate above the claim.
 - **fresh noise**: H0: at every step the noise on R has a component outside the span of the earlier
   steps' R-updates. Under fresh isotropic noise its share f²_t ~ Beta((|R|−t+1)/2, (t−1)/2) exactly;
   the count of f²_t < 10⁻⁸ is binomial with that tail (≈ 10⁻⁴⁰), so one such step rejects.
 
 **The audit's dataset.** DP must hold for every pair of neighbouring datasets, so the conformance audit
-chooses a smaller one under a Poisson claim (:func:`natural_records`: about ``NATURAL_BATCH`` natural
-records per batch): a normalisation by the realised batch size then moves the canary visibly by more
-than C. No null above depends on the dataset's size.
+chooses one under a Poisson claim (the worst-case datasets of auditing, Nasr et al. 2021): a smaller one
+(:func:`natural_records`: about ``NATURAL_BATCH`` natural records per batch), so a normalisation by the
+realised batch size moves the canary visibly by more than C, made of copies of one natural record plus
+one record of each other class (:func:`attacks.conformance_record.copied_records`), so the natural
+records' clipped contributions on the copied record's gradient are nearly equal and the batch law's
+Cauchy–Schwarz bound is nearly tight. No null above depends on the dataset's size or make-up.
 
 **Optimizers with state.** The tests read the privatised gradient when the trainer records it
 (``audit.record_update``); otherwise θ_{t−1} − θ_t, whose noise is fresh at each step only for plain
@@ -121,7 +131,9 @@ def natural_records(n: int, sampling: str, rate: float) -> int:
     ⌈NATURAL_BATCH/q⌉ records (at most n): batches of about 20 natural records, so a normalisation
     by the realised batch size (|B_t| well below the trainer's constant expected size) moves the
     canary by visibly more than C, while an empty batch stays rare (probability ≤ e^(−20) per
-    step). Fixed-size and shuffle claims name their dataset size (b of N needs N ≥ b): n is kept.
+    step). Fixed-size and shuffle claims name their dataset size (b of N needs N ≥ b): n is kept. Under a
+    Poisson claim the records are copies of one plus one of each other class
+    (:func:`attacks.conformance_record.copied_records`, applied by audit.runs; the ``batch_law`` test).
     """
     if sampling != "poisson" or not 0 < rate <= 1:
         return n
@@ -490,7 +502,8 @@ def _batch_law(records: Sequence[dict[str, Any]], a: dict, spec: DPSGD, level: f
                    f"the natural part's variance is {share:.2f} of its minimum under Poisson sampling at rate {q:g} "
                    f"({int(keep.sum())} step(s), {int(use[:, keep].sum())} observations; at least 1.00 expected)"
                    + ("; the batch's size varies less than Poisson sampling allows: fixed-size or shuffled batches "
-                      "claimed as Poisson, or a rate above the claim?" if pv <= level else ""))
+                      "claimed as Poisson, a rate above the claim, or an update normalised by the realised batch "
+                      "size?" if pv <= level else ""))
 
 
 def _state(a: dict) -> str | None:
