@@ -25,7 +25,13 @@ canary's K-gradient direction at θ_{t−1}; ``ss`` = ‖u_t[R]‖² (df = |R|);
 of squares of its non-dead coordinates; ``f2`` the fraction of ‖u_t[R]‖² not in the span of the
 earlier steps' u_s[R] (fresh noise); the canary gradient's smallest norm over the steps (in C); ``p1`` the
 first update projected on the canary's gradient at θ_0 per parameter tensor and on the natural records'
-summed gradient at θ_0 (orthonormalised: :func:`_first_step_projections`).
+summed gradient at θ_0 (orthonormalised: :func:`_first_step_projections`); ``bl`` the update projected on
+the unit gradient of the data's record 0 at θ_{t−1} (None where that gradient vanishes) and ``n`` the
+number of natural records, for the batch-law test (:func:`copied_records` makes record 0 the copied one).
+
+**The audit's dataset** (:func:`copied_records`, Poisson claims): copies of one natural record plus one
+record of each other class, so that the natural records' clipped contributions on the copied record's
+gradient are (nearly) equal and the batch's Binomial law shows in the projected update's variance.
 """
 
 from __future__ import annotations
@@ -41,7 +47,7 @@ from accountants.errors import InputError
 from .canaries import InputCanaries
 from .data import Dataset
 
-__all__ = ["KIND", "dead_feature", "dead_features", "trial_stats"]
+__all__ = ["KIND", "copied_records", "dead_feature", "dead_features", "trial_stats"]
 
 KIND = "dead_feature"
 FRESH_FLOOR = 1e-8  # f² below this: no fresh noise at that step (float32 round-off of reused noise is ~1e-13)
@@ -69,6 +75,25 @@ def dead_feature(data: Dataset, m: int = 1, *, value: float = 20.0,
     x.view(m, -1)[:, dead[0]] = value
     y = torch.randint(0, data.num_classes, (m,), generator=generator)
     return InputCanaries(x, y, KIND)
+
+
+def copied_records(data: Dataset, n: int) -> Dataset:
+    """n records: record 0 of ``data`` copied, then the first record of each other class among data's first n.
+
+    The conformance audit's dataset under a Poisson claim (audit.conformance.natural_records gives n). Every
+    class of the first n records stays present, so a trainer that infers the number of classes from y builds
+    the same model. Where n leaves no room for a copy beside them, the first n records are returned.
+    """
+    check.integer(1, data.n, n=n)
+    head = data.subset(slice(0, n))
+    others: list[int] = []
+    for c in torch.unique(head.y).tolist():
+        if c != int(head.y[0]):
+            others.append(int((head.y == c).nonzero()[0]))
+    if n - len(others) < 2:
+        return head
+    index = torch.tensor([0] * (n - len(others)) + others, dtype=torch.int64)
+    return head.subset(index)
 
 
 def _flat_grad(model: nn.Module, named: list, flat: Tensor, x: Tensor, y: Tensor, w: Tensor | None) -> Tensor:
@@ -165,7 +190,17 @@ def trial_stats(model: nn.Module, trace: list[Tensor], recorded: list[list[Tenso
     return {"mode": mode, "member": bool(member), "df": int(rr.sum()), "k": int(kk.sum()),
             "y": [float(v) for v in yk], "ss": [float(v) for v in (ur ** 2).sum(dim=1)], "tensors": tensors,
             "f2": _fresh(ur), "gnorm_min": float(g.norm(dim=1).min()) / clip_norm,
-            "p1": _first_step_projections(model, named, theta[0], g[0], u[0], x, y)}
+            "p1": _first_step_projections(model, named, theta[0], g[0], u[0], x, y),
+            "bl": _record_projections(model, named, theta[:-1], u, x[:1], y[:1]), "n": int(x.shape[0])}
+
+
+def _record_projections(model: nn.Module, named: list, thetas: Tensor, u: Tensor, x0: Tensor, y0: Tensor
+                        ) -> list[float | None]:
+    """Each update u_t projected on the unit gradient of record (x0, y0) at θ_{t−1} (None where it vanishes)."""
+    g = _canary_grads(model, named, thetas, x0, y0)
+    norm = g.norm(dim=1)
+    proj = (u * g).sum(dim=1) / norm.clamp_min(1e-300)
+    return [float(p) if float(nv) > 0 and bool(torch.isfinite(p)) else None for p, nv in zip(proj, norm, strict=True)]
 
 
 def _first_step_projections(model: nn.Module, named: list, theta0: Tensor, g0: Tensor, u1: Tensor, x: Tensor,

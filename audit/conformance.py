@@ -41,14 +41,24 @@ trainer with probability at most its level. The tests (docs/fault-detection.md, 
   at least as large as R's: Σ_i ‖u_t[tensor]‖² ≥_st (noise)·χ²; per step the one-sided F test (the
   non-central χ² of signal + noise dominates the central one), combined over steps (Fisher) and
   tensors (Bonferroni).
+- **batch law** (Poisson's Binomial batch size; :func:`_batch_law`): H0: the natural records are sampled
+  independently at a rate q' ≤ q, so the update projected on a direction fixed by the history (the
+  copied record's unit gradient at θ_{t−1}) has Var P ≥ (1 − q)/(n q)·(E P)² + (noise variance on R) in
+  trials without the canary (Binomial variance, Cauchy–Schwarz, law of total variance). One-sided z-test
+  (delta method, variance taken at the null's boundary) on Σ_t D_t; step 1 from θ-differences, every step
+  from a recorded privatised gradient; Poisson claims only. Catches fixed-size or shuffled batches claimed
+  as Poisson and a rate above the claim.
 - **fresh noise**: H0: at every step the noise on R has a component outside the span of the earlier
   steps' R-updates. Under fresh isotropic noise its share f²_t ~ Beta((|R|−t+1)/2, (t−1)/2) exactly;
   the count of f²_t < 10⁻⁸ is binomial with that tail (≈ 10⁻⁴⁰), so one such step rejects.
 
 **The audit's dataset.** DP must hold for every pair of neighbouring datasets, so the conformance audit
-chooses a smaller one under a Poisson claim (:func:`natural_records`: about ``NATURAL_BATCH`` natural
-records per batch): a normalisation by the realised batch size then moves the canary visibly by more
-than C. No null above depends on the dataset's size.
+chooses one under a Poisson claim (the worst-case datasets of auditing, Nasr et al. 2021): a smaller one
+(:func:`natural_records`: about ``NATURAL_BATCH`` natural records per batch), so a normalisation by the
+realised batch size moves the canary visibly by more than C, made of copies of one natural record plus
+one record of each other class (:func:`attacks.conformance_record.copied_records`), so the natural
+records' clipped contributions on the copied record's gradient are nearly equal and the batch law's
+Cauchy–Schwarz bound is nearly tight. No null above depends on the dataset's size or make-up.
 
 **Optimizers with state.** The tests read the privatised gradient when the trainer records it
 (``audit.record_update``); otherwise θ_{t−1} − θ_t, whose noise is fresh at each step only for plain
@@ -77,8 +87,9 @@ from . import model
 __all__ = ["NATURAL_BATCH", "PERMUTATIONS", "TESTS", "inclusion_rate", "natural_records", "run_tests"]
 
 TESTS = ("sampling", "contribution", "total_contribution", "normalisation", "scale_fixed", "noise_every_tensor",
-         "noise_fresh")
-PREMISE = {"sampling": "sampling", "contribution": "contribution", "total_contribution": "contribution",
+         "noise_fresh", "batch_law")
+PREMISE = {"sampling": "sampling", "batch_law": "sampling", "contribution": "contribution",
+           "total_contribution": "contribution",
            "normalisation": "contribution",
            "scale_fixed": "contribution", "noise_every_tensor": "noise", "noise_fresh": "noise"}
 NULL = {
@@ -97,6 +108,10 @@ NULL = {
                    "learning-rate schedule): log ss_t - log(scale_t) ~ log chi2_|R| (exact Monte Carlo null)",
     "noise_every_tensor": "every parameter tensor's update carries noise at least as large as that on the "
                           "untouched reference coordinates R",
+    "batch_law": "Poisson sampling at a rate q' <= q: the update projected on a direction u fixed by the history "
+                 "(the copied record's gradient at theta_(t-1)), P = a·(sum of the batch's clipped contributions on "
+                 "u + noise), has Var(P) >= (1-q)/(n·q)·(E P)² + a²·(noise variance on R), n the natural records "
+                 "(Binomial variance and Cauchy-Schwarz; trials without the canary)",
     "noise_fresh": "at every step the noise on R has a component outside the span of the earlier steps' noise "
                    "(share f2_t ~ Beta((|R|-t+1)/2, (t-1)/2))",
 }
@@ -116,7 +131,9 @@ def natural_records(n: int, sampling: str, rate: float) -> int:
     ⌈NATURAL_BATCH/q⌉ records (at most n): batches of about 20 natural records, so a normalisation
     by the realised batch size (|B_t| well below the trainer's constant expected size) moves the
     canary by visibly more than C, while an empty batch stays rare (probability ≤ e^(−20) per
-    step). Fixed-size and shuffle claims name their dataset size (b of N needs N ≥ b): n is kept.
+    step). Fixed-size and shuffle claims name their dataset size (b of N needs N ≥ b): n is kept. Under a
+    Poisson claim the records are copies of one plus one of each other class
+    (:func:`attacks.conformance_record.copied_records`, applied by audit.runs; the ``batch_law`` test).
     """
     if sampling != "poisson" or not 0 < rate <= 1:
         return n
@@ -379,6 +396,116 @@ def _noise_fresh(a: dict, level: float) -> model.PremiseTest:
     return _result(name, sn, count, max(p, 0.0), level, finding)
 
 
+_BL_MIN = 10  # observations per step below which the batch-law test leaves a step out
+
+
+def _batch_law_data(records: Sequence[dict[str, Any]], a: dict, steps: np.ndarray
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int] | None:
+    """(P, v, use) on the given steps (trials × steps) and n, or None when the records lack the projections.
+
+    P: the update on the copied record's unit gradient; v = ss/|R|, the noise variance per coordinate; use:
+    trials without the canary, a projection, and (where the records carry a probe) the probe left out.
+    """
+    if not all("bl" in r and "n" in r for r in records):
+        return None
+    ns = {int(r["n"]) for r, m in zip(records, a["member"], strict=True) if not m}
+    if len(ns) != 1:
+        return None
+    raw = [[r["bl"][t] for t in steps] for r in records]
+    use = np.array([[v is not None for v in row] for row in raw], dtype=bool) & ~a["member"][:, None]
+    for i, r in enumerate(records):
+        probe = r.get("probe", {}).get("s") if isinstance(r.get("probe"), dict) else None
+        if probe is not None:  # an independent coin per step: leaving its steps out keeps the law
+            use[i] &= ~np.array([bool(probe[t]) for t in steps], dtype=bool)
+    p = np.array([[0.0 if v is None else float(v) for v in row] for row in raw], dtype=np.float64)
+    return p, a["ss"][:, steps] / a["df"], use, ns.pop()
+
+
+def _batch_law_stat(p: np.ndarray, v: np.ndarray, use: np.ndarray, k: float) -> tuple[float, float, float, float]:
+    """(D, its standard error at the null's boundary, the natural part's variance, its Poisson minimum), over steps.
+
+    Per step (column), over the N trials in ``use``: e = (1 + k/N)·V̂ar P − k·P̄² − v̄, k = (1 − q)/(n q), an
+    unbiased estimate of Var P − k(E P)² − noise (≥ 0 under H0), and D = Σ_t e_t / v̄_t. Its variance is taken
+    at the boundary Var P = V0 = v̄ + k(E P)², not at V̂ar P (a standard error that shrinks with V̂ar P makes a
+    lower-tail test anti-conservative): Var V̂ar ≈ V0²·(2/(N − 1) + γ⁺/N) (γ⁺ the excess kurtosis, if
+    positive), Var P̄ = V0/N, their covariance term kept only where it adds; steps are combined with the
+    non-negative part of their empirical correlation (delta-method influences; trials are independent).
+    """
+    d = excess = floor = 0.0
+    sd, phis = [], []
+    for t in range(p.shape[1]):
+        m = use[:, t]
+        nt = int(m.sum())
+        x, vv = p[m, t], v[m, t]
+        m1, w = float(x.mean()), float(vv.mean())
+        dev = x - m1
+        var = float((dev * dev).sum()) / (nt - 1)
+        e = (1 + k / nt) * var - k * m1 * m1 - w
+        d += e / w
+        excess += var - w
+        floor += k * (m1 * m1 - var / nt)
+        v0 = w + k * max(m1 * m1 - var / nt, 0.0)
+        m2b = float((dev * dev).mean())
+        gamma = float((dev ** 4).mean()) / (m2b * m2b) - 3 if m2b > 0 else 0.0
+        cross = -4 * k * m1 * (1 + k / nt) * float((dev ** 3).mean()) / nt
+        var_e = ((1 + k / nt) ** 2 * v0 * v0 * (2 / (nt - 1) + max(gamma, 0.0) / nt) + 4 * k * k * m1 * m1 * v0 / nt
+                 + float(vv.var()) / nt + max(cross, 0.0))
+        sd.append(math.sqrt(var_e) / w)
+        phi = np.zeros(p.shape[0])
+        phi[m] = ((1 + k / nt) * (dev * dev - var) - 2 * k * m1 * dev - (vv - w)) / w
+        phis.append(phi)
+    f = np.array(phis)
+    norms = np.sqrt((f * f).sum(axis=1))
+    corr = np.clip((f @ f.T) / np.outer(norms, norms).clip(min=1e-300), 0.0, 1.0)
+    np.fill_diagonal(corr, 1.0)
+    s = np.array(sd)
+    return d, math.sqrt(float(s @ corr @ s)), excess, floor
+
+
+def _batch_law(records: Sequence[dict[str, Any]], a: dict, spec: DPSGD, level: float, noisy: np.ndarray
+               ) -> model.PremiseTest:
+    """The batch's size varies as much as Poisson sampling at the claimed rate (or a smaller one) makes it.
+
+    Under Poisson sampling at q' ≤ q, given the history H (θ_{t−1}, the data), the update projected on a
+    direction u fixed by H is P = a·(Σ_{i∈B_t} a_i + noise), a_i the clipped contributions on u, so
+    Var(P | H)/a² = q'(1 − q')Σa_i² + σ_u² ≥ (1 − q)/(n q)·(E[P | H]/a)² + σ_u² (Σa_i² ≥ (Σa_i)²/n;
+    (1 − q')/q' ≥ (1 − q)/q), and by the law of total variance and Jensen, unconditionally Var P ≥
+    (1 − q)/(n q)·(E P)² + a²σ²C², the noise on u being at least that on R (measured there at the same
+    step). A fixed-size batch removes the Binomial variance. One-sided z-test on Σ_t D_t (delta method,
+    CLT over trials): steps 1.. T from a recorded privatised gradient, step 1 from θ-differences (where
+    a momentum state would inflate E P). Poisson claims only.
+    """
+    name, sn = "batch_law", "z of the summed D_t = (Var P - noise - (1-q)/(nq)·(mean P)²) / noise"
+    if not isinstance(spec.sampling, Poisson):
+        return _result(name, sn, None, None, level, "not tested",
+                       "the claim is not Poisson sampling: the batch-size law it names is not Binomial")
+    q = float(spec.sampling.rate)
+    steps = noisy if a["mode"] == "record_update" else noisy[:1][noisy[:1] == 0]
+    data = _batch_law_data(records, a, steps) if len(steps) and q < 1 else None
+    if data is None:
+        return _result(name, sn, None, None, level, "not tested",
+                       "needs the records' projections on the copied record's gradient, noise on R at the steps "
+                       "read, and q < 1")
+    p, v, use, n = data
+    keep = use.sum(axis=0) >= _BL_MIN
+    if not keep.any():
+        return _result(name, sn, None, None, level, "not tested",
+                       f"fewer than {_BL_MIN} trials without the canary at every step read")
+    k = (1 - q) / (n * q)
+    d, se, excess, floor = _batch_law_stat(p[:, keep], v[:, keep], use[:, keep], k)
+    if not se > 0:
+        return _result(name, sn, None, None, level, "not tested", "the projections do not vary")
+    z = d / se
+    pv = float(stats.norm.cdf(z))
+    share = excess / floor if floor > 0 else math.inf
+    return _result(name, sn, z, pv, level,
+                   f"the natural part's variance is {share:.2f} of its minimum under Poisson sampling at rate {q:g} "
+                   f"({int(keep.sum())} step(s), {int(use[:, keep].sum())} observations; at least 1.00 expected)"
+                   + ("; the batch's size varies less than Poisson sampling allows: fixed-size or shuffled batches "
+                      "claimed as Poisson, a rate above the claim, or an update normalised by the realised batch "
+                      "size?" if pv <= level else ""))
+
+
 def _state(a: dict) -> str | None:
     """A reason to distrust θ-differences (a stateful optimizer), or None (module doc)."""
     if a["mode"] != "parameters" or a["f2"].size == 0 or (a["f2"] < _FLOOR).any():
@@ -427,7 +554,8 @@ def run_tests(records: Sequence[dict[str, Any]], spec: DPSGD, significance: floa
              _scale_fixed(a, early, level, rng, permutations) if len(early) else
              _result("scale_fixed", "", None, None, level, "not tested", "no step with noise on R"),
              _noise_every_tensor(a, early, level),
-             _noise_fresh(a, level))
+             _noise_fresh(a, level),
+             _batch_law(records, a, spec, level, noisy))
     notes = [f"read from {'the recorded privatised gradients' if a['mode'] == 'record_update' else 'θ_(t-1) - θ_t'}; "
              f"{len(records)} trials, {a['y'].shape[1]} steps, |R| = {a['df']} reference coordinates"]
     if state is not None:

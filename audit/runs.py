@@ -35,8 +35,8 @@ import accountants as acc
 from accountants import describe
 from accountants.errors import InputError
 from accountants.events import DPSGD
+from attacks import conformance_record, dpsgd, games, models, plugin, worst_case
 from attacks import data as data_mod
-from attacks import dpsgd, games, models, plugin, worst_case
 from attacks import faults as faults_mod
 from attacks import membership as mia
 
@@ -77,6 +77,20 @@ def spec_of(v: dict[str, Any]) -> DPSGD:
                      neighbouring=describe.parse_neighbouring(t["neighbouring"], key="training.neighbouring"))
 
 
+def _records(v: dict[str, Any]) -> data_mod.Dataset:
+    """The variant's natural records: the first n_records, or under a Poisson claim with the conformance canary
+    (``dead_feature``) the audit's own dataset, copies of one record and one of each other class
+    (:func:`attacks.conformance_record.copied_records`; audit.conformance, "The audit's dataset")."""
+    t = v["training"]
+    d = data_mod.load(t["dataset"])
+    if t["n_records"] > d.n:
+        raise InputError(f"training.n_records must be ≤ {d.n} for dataset {t['dataset']!r}; got {t['n_records']}")
+    if v["canary"]["kind"] == conformance_record.KIND and \
+            describe.parse_sampling_kind(t["sampling"], key="training.sampling") == "poisson":
+        return conformance_record.copied_records(d, t["n_records"])
+    return d.subset(slice(0, t["n_records"]))
+
+
 def build(v: dict[str, Any]) -> tuple[games.Setup, Any, Any, list]:
     """(Setup, canaries, threat, scores) of dpaudit's own game for one resolved variant; seeded by audit.seed.
 
@@ -84,10 +98,7 @@ def build(v: dict[str, Any]) -> tuple[games.Setup, Any, Any, list]:
     A user trainer's variant has no built-in model: :func:`game_input` makes its trial context instead.
     """
     t, can, att, aud = v["training"], v["canary"], v["attack"], v["audit"]
-    d = data_mod.load(t["dataset"])
-    if t["n_records"] > d.n:
-        raise InputError(f"training.n_records must be ≤ {d.n} for dataset {t['dataset']!r}; got {t['n_records']}")
-    d = d.subset(slice(0, t["n_records"]))
+    d = _records(v)
     in_features = int(np.prod(d.feature_shape))
     match t["model"]:
         case "logistic_regression":
@@ -167,10 +178,7 @@ def _user_trainer(v: dict[str, Any], trainer: str | Callable, fn: Callable | Non
                   trial_timeout: float | None) -> UserTrainer:
     """The trial context of a user trainer's variant: its natural records, canaries and claim (no built-in model)."""
     t, can, att, aud = v["training"], v["canary"], v["attack"], v["audit"]
-    d = data_mod.load(t["dataset"])
-    if t["n_records"] > d.n:
-        raise InputError(f"training.n_records must be ≤ {d.n} for dataset {t['dataset']!r}; got {t['n_records']}")
-    d = d.subset(slice(0, t["n_records"]))
+    d = _records(v)
     c: Any
     if registry.canaries()[can["kind"]].kind == "gradient":  # the hook's Dirac canaries (docs/own-training.md)
         c = plugin.DiracCanaries(tuple(range(can["count"])), can["norm"]) if aud["game"] == "one_run" \

@@ -50,10 +50,11 @@ mechanism's own scores: its false alarms at the null's boundary, its power on a 
     PYTHONPATH=. python benchmarks/bench_fault_detection.py sequential-null --reps 400
 
 ``conformance`` runs the white-box default's third audit (issue 25, audit/conformance.py): the
-dead_feature canary on the audit's own smaller dataset (``conformance.natural_records``: 40 of the 100
-records at q = 0.5), its ε audit and seven premise tests at the default's levels, on every trainer of
-the zoo (14 bugs, 5 correct trainers: hand-written, Opacus, momentum with and without
-``audit.record_update``, a seeded random start).
+dead_feature canary on the audit's own smaller dataset (``conformance.natural_records``: 40 records at
+q = 0.5; ``conformance_record.copied_records``: 31 copies of record 0 and one record of each other class),
+its ε audit and eight premise tests at the default's levels, on every trainer of the zoo (14 bugs, 5
+correct trainers: hand-written, Opacus, momentum with and without ``audit.record_update``, a seeded
+random start).
 """
 
 from __future__ import annotations
@@ -320,7 +321,7 @@ def audit_once(trainer: str, design: str, seed: int, n: int = CHECKPOINTS[-1], c
 
 
 # The white-box default's third audit (audit.config.CONFORMANCE_VARIANT): the dead_feature canary; its ε audit and
-# its seven premise tests share that audit's third of the run's 5 % (each half; the tests Bonferroni).
+# its eight premise tests share that audit's third of the run's 5 % (each half; the tests Bonferroni).
 DEFAULT_AUDITS = 3
 
 
@@ -331,7 +332,8 @@ def conformance_once(trainer: str, seed: int, n: int) -> dict:
 
     torch.set_num_threads(1)
     d, spec, curves = _setup()
-    d = d.subset(slice(0, conformance.natural_records(d.n, "poisson", Q)))  # the audit's dataset (config.py)
+    # the audit's dataset (config.py, audit/runs.py): copies of record 0 and one record of each other class
+    d = conformance_record.copied_records(d, conformance.natural_records(d.n, "poisson", Q))
     can = conformance_record.dead_feature(d, 1, value=10.0, generator=torch.Generator().manual_seed(seed))
     ctx = plugin.Context(_trainer(trainer), d, can, seed, "inner_product", None, spec, "white_box", C)
     t0 = time.perf_counter()
