@@ -529,12 +529,12 @@ def _random_allocation_epsilon(spec: DPSGD, delta: float) -> EpsilonBound:
     try:
         up = random_allocation_pld_epsilon(spec, delta)
     except UnsupportedError as e:
-        return EpsilonBound(rdp.value, delta, method="pld", lower=min(lower, rdp.value),
+        return EpsilonBound(rdp.value, delta, method="pld", lower=lower,
                             theorem=_fallback_theorem(e, rdp), upper_source="rdp")
-    bracket = PLDBracket(min(lower, up), up, 0.0, 0, theorem(spec) + "; lower: max-statistic of the realised pair "
+    bracket = PLDBracket(lower, up, 0.0, 0, theorem(spec) + "; lower: max-statistic of the realised pair "
                          "(Chua et al. 2024)")
     value, thm, source = _intersect_rdp(bracket, rdp)
-    return EpsilonBound(value, delta, method="pld", lower=min(lower, value), theorem=thm, upper_source=source)
+    return EpsilonBound(value, delta, method="pld", lower=lower, theorem=thm, upper_source=source)
 
 
 def _random_allocation_delta(spec: DPSGD, epsilon: float) -> DeltaBound:
@@ -548,12 +548,12 @@ def _random_allocation_delta(spec: DPSGD, epsilon: float) -> DeltaBound:
     try:
         up = random_allocation_pld_delta(spec, epsilon)
     except UnsupportedError as e:
-        return DeltaBound(rdp.value, epsilon, method="pld", lower=min(lower, rdp.value),
+        return DeltaBound(rdp.value, epsilon, method="pld", lower=lower,
                           theorem=_fallback_theorem(e, rdp), upper_source="rdp")
-    bracket = PLDBracket(min(lower, up), up, 0.0, 0, theorem(spec) + "; lower: max-statistic of the realised pair "
+    bracket = PLDBracket(lower, up, 0.0, 0, theorem(spec) + "; lower: max-statistic of the realised pair "
                          "(Chua et al. 2024)")
     value, thm, source = _intersect_rdp(bracket, rdp)
-    return DeltaBound(value, epsilon, method="pld", lower=min(lower, value), theorem=thm, upper_source=source)
+    return DeltaBound(value, epsilon, method="pld", lower=lower, theorem=thm, upper_source=source)
 
 
 def _rdp_may_help(bracket: PLDBracket, allowed: float) -> bool:

@@ -81,7 +81,8 @@ def test_unsupported_relations():
         acc.epsilon(acc.DPSGD(1.0, acc.RandomAllocation(1, 10), 10, "replace-one"), 1e-5)
     with pytest.raises(acc.UnsupportedError, match="group_size=2"):
         acc.epsilon(acc.DPSGD(1.0, acc.RandomAllocation(1, 10), 10, group_size=2), 1e-5)
-    assert not acc.supports(_spec(1.0, 10, 10), "pld")
+    assert acc.supports(_spec(1.0, 10, 10), "pld")  # balls-in-bins has a PLD (accountants.pld.random_allocation)
+    assert not acc.supports(_spec(1.0, 10, 10, k=2), "pld")
 
 
 # ----------------------------------------------------------------------------------- upper bound
