@@ -270,6 +270,8 @@ def epoch_sum_law(sigma: float, t: int, g: float, tail: float) -> tuple[int, flo
 
 
 def _step(k_lo: int, pmf: np.ndarray, p_inf: float, h: float) -> DiscreteStep:
+    """A step for :func:`compose` whose ``upper`` PMF is ``pmf``. The lower rows are placeholders (the normalised
+    ``pmf``): only the upper ends of the composed PLD are read here; the lower bound is the realised pair's."""
     up = torch.tensor(pmf, dtype=torch.float64)
     tot = float(up.sum())
     norm = up / tot if tot > 0 else up
