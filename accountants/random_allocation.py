@@ -1,8 +1,9 @@
 """Random allocation (balls-in-bins, k = 1): a certified lower bound beside the sound upper bound.
 
-The upper bound is the RDP accountant's (:mod:`accountants.rdp.random_allocation`, through
-``accountants.epsilon``). The lower bound comes from a realised pair: every other record's clipped
-gradient 0 and the record's +C·e (add/remove), so each epoch of t steps releases, scaled by C,
+The upper bounds are the RDP accountant's (:mod:`accountants.rdp.random_allocation`) and the PLD
+one's (:mod:`accountants.pld.random_allocation`, ``method="pld"``), both through ``accountants.epsilon``.
+The lower bound comes from a realised pair: every other record's clipped gradient 0 and the
+record's +C·e (add/remove), so each epoch of t steps releases, scaled by C,
 P = (1/t) Σ_j N(e_j, σ²I_t) with the record against Q = N(0, σ²I_t) without it (the other records'
 allocations are independent of the record's, and their zero gradients add nothing). A partial last
 epoch of r < t steps holds the record with probability r/t: P = (r/t)·MoG + (1 − r/t)·N(0, σ²I_r).
@@ -83,11 +84,17 @@ def random_allocation_lower_epsilons(spec: DPSGD, deltas: list[float], *, h: flo
     return [_lower_epsilon_of(plds, d, tol) for d in deltas]
 
 
-def random_allocation_bounds(spec: DPSGD, delta: float) -> EpsilonBound:
-    """The RDP upper bound on ε(δ) with the certified lower end of this module in ``lower``."""
+def random_allocation_bounds(spec: DPSGD, delta: float, method: str = "pld") -> EpsilonBound:
+    """ε(δ) of balls-in-bins DP-SGD: an upper bound with the certified lower end of this module in ``lower``.
+
+    ``method="pld"`` (default): the smaller of the PLD upper bound (:mod:`accountants.pld.random_allocation`)
+    and the RDP bound, both sound; ``method="rdp"``: the RDP bound alone.
+    """
     from .api import epsilon
 
-    up = epsilon(spec, delta)
+    if method == "pld":
+        return epsilon(spec, delta, method="pld")
+    up = epsilon(spec, delta, method=method)
     low = random_allocation_lower_epsilon(spec, delta)
     check_bracket(low, up.value, what="random-allocation ε")
     return EpsilonBound(up.value, up.delta, method=up.method, order=up.order, lower=low,

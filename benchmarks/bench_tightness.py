@@ -37,9 +37,9 @@ Row ``random_allocation_add_remove`` (its own settings, docs/worst-case.md): bal
 RandomAllocation(1, t = 5), T = 10 (2 epochs), σ = 1, 10,000 trials by default (``--allocation-trials``);
 crafted dataset of attacks.worst_case (z = +C·e alone: the accountant's pair (1/t)Σ_j N(e_j) vs N(0) per
 epoch) scored by its exact per-epoch LLR. ε_certifiable is given twice: on the accountant's tightest
-curve (RDP-derived: random allocation has no PLD here) and on the *realised* pair (median of 11 seeded
-optimal audits of the pair, which is the accountant's own dominating pair); beside them the certified
-lower bound, the RDP upper bound and the Poisson ε at q = 1/t.
+curve (the PLD upper bound of accountants/pld/random_allocation.py) and on the *realised* pair (median of
+11 seeded optimal audits of the pair, which is the accountant's own dominating pair); beside them the
+certified lower bound, the RDP upper bound and the Poisson ε at q = 1/t.
 
 Usage::
 

@@ -437,6 +437,14 @@ def pld_privacy_profile(
         raise InputTypeError(f"eps_grid must be a torch.Tensor; got {type(eps_grid).__name__}")
     check.finite(eps_grid=eps_grid)
     check.positive(eps_error=eps_error)
+    from .random_allocation import covers, random_allocation_pld
+
+    if covers(spec):
+        assert isinstance(spec, DPSGD)
+        ra = random_allocation_pld(spec, delta_error=delta_error)
+        flat = eps_grid.to(torch.float64).reshape(-1).cpu()
+        prof = torch.stack([d.delta_upper(flat) for d in ra.directions.values()]).amax(0)
+        return prof.reshape(eps_grid.shape).to(eps_grid.device)
     total = sum(p.steps for p in _parts(spec))
     prof = pld_profile(spec, h=0.35 * _auto_h(total, eps_error), delta_error=delta_error, device=eps_grid.device)
     flat = eps_grid.to(torch.float64).reshape(-1)
@@ -454,7 +462,9 @@ class PLDMethod:
         self.eps_error = float(eps_error)
 
     def unsupported(self, spec: Spec) -> str | None:
-        return _unsupported(spec)
+        from .random_allocation import covers
+
+        return None if covers(spec) else _unsupported(spec)
 
     def tradeoff(self, spec: Spec, *, eps_grid: Tensor | None = None, options: dict | None = None):
         """The tight PLD lower trade-off curve (the privacy profile through ``TradeOff.from_privacy_profile``)."""
@@ -464,6 +474,11 @@ class PLDMethod:
 
     def epsilon(self, spec: Spec, delta: float) -> EpsilonBound:
         check.in_range(0.0, 1.0, closed="neither", delta=delta)
+        from .random_allocation import covers
+
+        if covers(spec):
+            assert isinstance(spec, DPSGD)
+            return _random_allocation_epsilon(spec, float(delta))
         if not _parts(spec):
             return EpsilonBound(0.0, float(delta), method=self.name, lower=0.0, theorem="empty composition")
         try:
@@ -482,6 +497,11 @@ class PLDMethod:
     def delta(self, spec: Spec, epsilon: float) -> DeltaBound:
         check.in_range(0.0, None, closed="left", epsilon=epsilon)
         check.finite(epsilon=epsilon)
+        from .random_allocation import covers
+
+        if covers(spec):
+            assert isinstance(spec, DPSGD)
+            return _random_allocation_delta(spec, float(epsilon))
         if not _parts(spec):
             return DeltaBound(0.0, float(epsilon), method=self.name, lower=0.0, theorem="empty composition")
         try:
@@ -496,6 +516,45 @@ class PLDMethod:
         upper, theorem, source = _intersect_rdp(b, rdp)
         return DeltaBound(upper, float(epsilon), method=self.name, lower=b.lower, theorem=theorem,
                           upper_source=source)
+
+
+def _random_allocation_epsilon(spec: DPSGD, delta: float) -> EpsilonBound:
+    """Balls-in-bins: the smaller of the PLD upper bound (:mod:`.random_allocation`) and the RDP bound
+    (both sound), with the certified lower end of the realised pair (:mod:`accountants.random_allocation`)."""
+    from ..random_allocation import random_allocation_lower_epsilon
+    from .random_allocation import random_allocation_pld_epsilon, theorem
+
+    rdp = _rdp_fallback(spec, lambda m: m.epsilon(spec, delta))
+    assert rdp is not None
+    lower = random_allocation_lower_epsilon(spec, delta)
+    try:
+        up = random_allocation_pld_epsilon(spec, delta)
+    except UnsupportedError as e:
+        return EpsilonBound(rdp.value, delta, method="pld", lower=lower,
+                            theorem=_fallback_theorem(e, rdp), upper_source="rdp")
+    bracket = PLDBracket(lower, up, 0.0, 0, theorem(spec) + "; lower: max-statistic of the realised pair "
+                         "(Chua et al. 2024)")
+    value, thm, source = _intersect_rdp(bracket, rdp)
+    return EpsilonBound(value, delta, method="pld", lower=lower, theorem=thm, upper_source=source)
+
+
+def _random_allocation_delta(spec: DPSGD, epsilon: float) -> DeltaBound:
+    """δ(ε) counterpart of :func:`_random_allocation_epsilon`."""
+    from ..random_allocation import random_allocation_lower_delta
+    from .random_allocation import random_allocation_pld_delta, theorem
+
+    rdp = _rdp_fallback(spec, lambda m: m.delta(spec, epsilon))
+    assert rdp is not None
+    lower = random_allocation_lower_delta(spec, epsilon)
+    try:
+        up = random_allocation_pld_delta(spec, epsilon)
+    except UnsupportedError as e:
+        return DeltaBound(rdp.value, epsilon, method="pld", lower=lower,
+                          theorem=_fallback_theorem(e, rdp), upper_source="rdp")
+    bracket = PLDBracket(lower, up, 0.0, 0, theorem(spec) + "; lower: max-statistic of the realised pair "
+                         "(Chua et al. 2024)")
+    value, thm, source = _intersect_rdp(bracket, rdp)
+    return DeltaBound(value, epsilon, method="pld", lower=lower, theorem=thm, upper_source=source)
 
 
 def _rdp_may_help(bracket: PLDBracket, allowed: float) -> bool:

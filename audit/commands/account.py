@@ -163,9 +163,11 @@ def _truncated_poisson(args: argparse.Namespace) -> acc.TruncatedPoisson:
 
 def run(args: argparse.Namespace) -> int:
     spec = spec_from_args(args)
-    if args.method is None:   # truncated Poisson: RDP is loose there (add/remove only), PLD is the tight one
+    if args.method is None:   # truncated Poisson, balls-in-bins: RDP is loose there, PLD is the tight one
+        from accountants.pld.random_allocation import covers
+
         truncated = isinstance(spec, acc.DPSGD) and isinstance(spec.sampling, acc.TruncatedPoisson)
-        args.method = "pld" if truncated else "rdp"
+        args.method = "pld" if truncated or covers(spec) else "rdp"
     if not isinstance(spec, acc.DPSGD):
         return _run_event(args, spec)
     if isinstance(spec.sampling, acc.Shuffle):
@@ -217,13 +219,13 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _epsilon_bound(spec: acc.DPSGD, delta: float, method: str) -> Any:
-    """ε at δ; balls-in-bins under the RDP method also carries its certified lower end (docs/sampling.md)."""
-    s = spec.sampling
-    if (method == "rdp" and isinstance(s, acc.RandomAllocation) and s.k == 1 and spec.group_size == 1
-            and spec.neighbouring is acc.Neighbouring.ADD_REMOVE):
+    """ε at δ; balls-in-bins also carries its certified lower end under either method (docs/sampling.md)."""
+    from accountants.pld.random_allocation import covers
+
+    if method in ("rdp", "pld") and covers(spec):
         from accountants.random_allocation import random_allocation_bounds
 
-        return random_allocation_bounds(spec, delta)
+        return random_allocation_bounds(spec, delta, method=method)
     return acc.epsilon(spec, delta, method=method)
 
 
