@@ -259,7 +259,7 @@ class ProbeHook:
         total = math.sqrt(sum(v * v for v in norms))
         live = sum(v > 0 for v in norms)
         lam = PROBE_SCALE * (total + self._c)
-        return [(-lam * (v / total + PROBE_EPS * v / max(nv, 1e-300) / math.sqrt(live))).to(p.dtype).detach()
+        return [(-lam * (v / total + PROBE_EPS * v / max(nv, 1e-300) / math.sqrt(live))).to(p.device, p.dtype).detach()
                 for v, nv, p in zip(s, norms, params, strict=True)]
 
     def _natural_gradient(self, params: list[Tensor]) -> list[Tensor] | None:
@@ -274,14 +274,15 @@ class ProbeHook:
         self.sizes = [p.numel() for p in params]
         ps = {k: p.detach().clone().requires_grad_(True) for k, p in zip(self.names, params, strict=True)}
         try:
-            z = torch.func.functional_call(self._model, ps, (self._x.to(params[0].dtype),))
-            loss = nn.functional.cross_entropy(z, self._y, reduction="sum")
+            dev = params[0].device
+            z = torch.func.functional_call(self._model, ps, (self._x.to(dev, params[0].dtype),))
+            loss = nn.functional.cross_entropy(z, self._y.to(dev), reduction="sum")
             gs = torch.autograd.grad(loss, list(ps.values()), allow_unused=True)
         except Exception as exc:  # a model functional_call cannot run: the test is skipped, never failed
             self.disabled = (f"the probe cannot evaluate the model at the hook's parameters "
                              f"({type(exc).__name__}: {exc})")
             return None
-        s = [(torch.zeros_like(p) if g is None else g).detach().to(torch.float64) for g, p in
+        s = [(torch.zeros_like(p) if g is None else g).detach().to("cpu", torch.float64) for g, p in
              zip(gs, ps.values(), strict=True)]
         if not all(bool(torch.isfinite(v).all()) for v in s) or all(float(v.norm()) == 0.0 for v in s):
             return None  # no direction at this step: the probe sits it out (a function of θ only, not of the coin)

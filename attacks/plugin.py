@@ -20,7 +20,10 @@ takes a keyword ``audit`` is handed a :class:`WhiteBoxAudit` and calls, in its t
 - with a gradient canary (:class:`DiracCanary`), ``g = audit.canary_gradient(params)`` once per
   step, between the per-example gradients and the clipping: ``g`` is None when the canary is not
   in this step's batch, else one tensor per parameter that the trainer appends as one more
-  per-example gradient, so its own clipping, summing and noise process it.
+  per-example gradient, so its own clipping, summing and noise process it. In the conformance game
+  (canary kind ``dead_feature``, a Poisson claim) the hook hands out a *probe* instead, at each step
+  with probability ½ (:class:`attacks.conformance_record.ProbeHook`; its architecture from one extra
+  trial of the trainer per process, :func:`_template`).
 
 Scores: with a gradient canary, Σ_t ⟨θ_{t−1} − θ_t, c⟩/‖c‖ (``inner_product``), or the spread of
 those per-step projections a_t around their mean, Σ_t (a_t − ā)² (``step_spread``: with noise

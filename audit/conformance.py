@@ -44,6 +44,16 @@ trainer with probability at most its level. The tests (docs/fault-detection.md, 
 - **fresh noise**: H0: at every step the noise on R has a component outside the span of the earlier
   steps' R-updates. Under fresh isotropic noise its share f²_t ~ Beta((|R|−t+1)/2, (t−1)/2) exactly;
   the count of f²_t < 10⁻⁸ is binomial with that tail (≈ 10⁻⁴⁰), so one such step rejects.
+- **canary effect** (sensitivity ≤ C for a gradient that opposes the batch; Poisson claims): the white-box hook
+  hands the trainer a *probe* (:class:`attacks.conformance_record.ProbeHook`), a gradient of 1000·(‖S‖ + C)
+  against the natural records' summed gradient S at θ_{t−1} (and ≫ C in every tensor), included at each step
+  by a fair coin of dpaudit's own. Z_t: the update projected on S's unit direction per tensor (at most 16
+  directions) over √(ss_t/|R|). H0: ‖mean_t (E[Z_t | probe in] − E[Z_t | probe out])‖ ≤ κ/σ. The coin is
+  independent of the history, so each step's difference is the probe's own clipped contribution (≤ C,
+  against noise ≥ σC) averaged over histories, whatever the clipping, the optimizer's state or the trainer.
+  Mahalanobis distance of the per-step difference of means (equal weights over steps; covariance
+  cluster-robust by trial) to that ball, against χ²_k (CLT over trials). Catches a clipped sum (the probe
+  flips it: 2C) and per-tensor clipping (√L·C).
 
 **The audit's dataset.** DP must hold for every pair of neighbouring datasets, so the conformance audit
 chooses a smaller one under a Poisson claim (:func:`natural_records`: about ``NATURAL_BATCH`` natural

@@ -51,7 +51,7 @@ mechanism's own scores: its false alarms at the null's boundary, its power on a 
 
 ``conformance`` runs the white-box default's third audit (issue 25, audit/conformance.py): the
 dead_feature canary on the audit's own smaller dataset (``conformance.natural_records``: 40 of the 100
-records at q = 0.5), its ε audit and seven premise tests at the default's levels, on every trainer of
+records at q = 0.5), its ε audit and eight premise tests at the default's levels, on every trainer of
 the zoo (14 bugs, 5 correct trainers: hand-written, Opacus, momentum with and without
 ``audit.record_update``, a seeded random start).
 """
@@ -320,7 +320,7 @@ def audit_once(trainer: str, design: str, seed: int, n: int = CHECKPOINTS[-1], c
 
 
 # The white-box default's third audit (audit.config.CONFORMANCE_VARIANT): the dead_feature canary; its ε audit and
-# its seven premise tests share that audit's third of the run's 5 % (each half; the tests Bonferroni).
+# its eight premise tests share that audit's third of the run's 5 % (each half; the tests Bonferroni).
 DEFAULT_AUDITS = 3
 
 
