@@ -498,10 +498,16 @@ def _effect_words(records: Sequence[dict[str, Any]], steps: np.ndarray, d: np.nd
     cbar = np.mean([np.pad(c, (0, k - len(c))) for c in cs], axis=0)[keep]
     cbar = cbar / max(float(np.linalg.norm(cbar)), 1e-300)
     along = float(d @ cbar) / radius  # the shift along the probe's own clipped direction, in C
+    se = math.sqrt(max(float(cbar @ cov @ cbar), 0.0)) / radius
     per = d / radius
-    if along >= 1.5:
-        words += (f"; {along:.2f} C of it along the probe's own direction: the probe replaced the other records' "
-                  "contribution, so the clipping bounds the sum, not each example")
+    if along >= 1.5 and along - 3 * se <= 2.0:  # a clipped sum moves by at most 2 C
+        words += (f"; {along:.2f} C of it along the probe's own direction, where one clipped example moves it by "
+                  "at most 1.00 C: the clipping bounds the sum, not each example (or the clipped sum is rescaled "
+                  "by something that depends on the batch)")
+    elif along >= 1.5:
+        words += (f"; {along:.2f} C of it along the probe's own direction, more than even a clipped sum allows "
+                  "(2.00 C): the clipped contribution is rescaled by something that depends on the batch (e.g. "
+                  "its realised size)")
     elif len(per) >= 2 and (per <= -0.6).sum() >= 2 and along < 1.3:
         words += (f"; about C in each of {int((per <= -0.6).sum())} parameter tensors: each tensor is clipped to C "
                   "separately, not the example as a whole")

@@ -299,7 +299,9 @@ def test_canary_effect_rejects_a_probe_that_moves_the_update_by_2c():
     # the clip_sum shape: the probe flips the clipped sum from +C·S_hat to -C·S_hat (2 C along its direction);
     # and the per_layer_clip shape: C in each of two tensors (sqrt(2)·C)
     # (the probe's own direction, as measured on digits: -0.99, -0.12)
-    for eff, cause in (((-1.96, -0.4), "bounds the sum"), ((-1.0, -1.0), "each tensor is clipped")):
+    # and a clipped sum rescaled by B/|B_t| ~ 2.9 (mean_times_batch): more than a clipped sum allows
+    for eff, cause in (((-1.96, -0.4), "bounds the sum"), ((-1.0, -1.0), "each tensor is clipped"),
+                       ((-2.9, -0.35), "more than even a clipped sum allows")):
         t = _effect(probe_records(400, seed=11, eff=eff, direction=(-0.99, -0.12)))
         assert t.rejected and cause in t.finding, (t.p_value, t.finding)
 
