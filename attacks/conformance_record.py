@@ -32,10 +32,22 @@ number of natural records, for the batch-law test (:func:`copied_records` makes 
 **The audit's dataset** (:func:`copied_records`, Poisson claims): copies of one natural record plus one
 record of each other class, so that the natural records' clipped contributions on the copied record's
 gradient are (nearly) equal and the batch's Binomial law shows in the projected update's variance.
+
+summed gradient at θ_0 (orthonormalised: :func:`_first_step_projections`); ``probe`` the second canary's
+record (:class:`ProbeHook`, :func:`probe_stats`): per step its coin ``s`` and the update projected on the
+natural records' summed gradient per tensor at θ_{t−1}, ``p`` (the ``canary_effect`` test).
+
+**The probe.** Under a Poisson claim the white-box hook (``audit.canary_gradient``), which has no
+gradient canary to hand out in this game, hands out a probe instead: a gradient of 1000·(‖S‖ + C)
+against the natural records' summed gradient S, included at each step by a fair coin of dpaudit's
+own. The coin is independent of everything before it, so the difference of the update's mean with and
+without the probe at a step is the probe's causal effect, whatever the trainer; a correct DP-SGD
+clips it to at most C (:class:`ProbeHook`, audit/conformance.py ``canary_effect``).
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -47,7 +59,7 @@ from accountants.errors import InputError
 from .canaries import InputCanaries
 from .data import Dataset
 
-__all__ = ["KIND", "copied_records", "dead_feature", "dead_features", "trial_stats"]
+__all__ = ["KIND", "ProbeHook", "copied_records", "dead_feature", "dead_features", "probe_stats", "trial_stats"]
 
 KIND = "dead_feature"
 FRESH_FLOOR = 1e-8  # f² below this: no fresh noise at that step (float32 round-off of reused noise is ~1e-13)
@@ -152,8 +164,11 @@ def _fresh(ur: Tensor) -> list[float]:
 
 
 def trial_stats(model: nn.Module, trace: list[Tensor], recorded: list[list[Tensor]] | None, data: Dataset,
-                canary: InputCanaries, clip_norm: float, member: bool) -> dict[str, Any]:
+                canary: InputCanaries, clip_norm: float, member: bool, probe: ProbeHook | None = None,
+                probe_skip: str | None = None) -> dict[str, Any]:
     """The per-step conformance statistics of one trial (module doc); JSON-ready.
+
+    ``probe``: the trial's :class:`ProbeHook` (None: no probe, for the reason ``probe_skip``).
 
     Raises InputError when the recorded traces are unusable (wrong counts, non-finite updates, no dead
     coordinate in the model's parameters).
@@ -191,7 +206,8 @@ def trial_stats(model: nn.Module, trace: list[Tensor], recorded: list[list[Tenso
             "y": [float(v) for v in yk], "ss": [float(v) for v in (ur ** 2).sum(dim=1)], "tensors": tensors,
             "f2": _fresh(ur), "gnorm_min": float(g.norm(dim=1).min()) / clip_norm,
             "p1": _first_step_projections(model, named, theta[0], g[0], u[0], x, y),
-            "bl": _record_projections(model, named, theta[:-1], u, x[:1], y[:1]), "n": int(x.shape[0])}
+            "bl": _record_projections(model, named, theta[:-1], u, x[:1], y[:1]), "n": int(x.shape[0]),
+            "probe": probe_stats(probe, u, probe_skip)}
 
 
 def _record_projections(model: nn.Module, named: list, thetas: Tensor, u: Tensor, x0: Tensor, y0: Tensor
@@ -231,3 +247,130 @@ def _first_step_projections(model: nn.Module, named: list, theta0: Tensor, g0: T
         basis.append(v / nv)
         out.append(float(basis[-1] @ u1))
     return out
+
+
+# ------------------------------------------------------------------------------------ the probe (canary_effect)
+
+PROBE_EPS = 0.1  # ε: the probe's share on every tensor beside −Ŝ (module doc, "The probe")
+PROBE_SCALE = 1000.0  # λ = PROBE_SCALE·(‖S‖ + C): the probe dominates any sum of clipped or unclipped natural gradients
+PROBE_DIRECTIONS = 16  # at most this many directions: the 15 tensors with the largest share of S, then the rest
+
+
+class ProbeHook:
+    """The conformance game's second canary, a gradient *probe* handed out by the white-box hook
+    (``audit.canary_gradient``): at each step it is included with probability ½ (a fair coin from
+    dpaudit's own generator, independent of the trainer's randomness and of the history), and its
+    gradient at the hook's parameters θ is
+
+        g = −λ·(Ŝ + ε·Σ_l ê_l/√L),   λ = 1000·(‖S‖ + C),
+
+    S the natural records' summed cross-entropy gradient at θ (through ``template``, the trainer's
+    architecture, by ``torch.func.functional_call``), Ŝ = S/‖S‖, ê_l the unit restriction of S to parameter
+    tensor l (tensors with S_l = 0 left out), L their number. It opposes the batch (a clipped *sum* flips
+    from +C·Ŝ to −C·Ŝ) and is ≫ C in every tensor (per-tensor clipping gives √L·C); S is 0 on dead
+    coordinates, so the dead_feature canary's K and R never see it. Per step it keeps the coin and S
+    (:func:`probe_stats` projects the update on S's per-tensor directions after the trial).
+    """
+
+    def __init__(self, template: nn.Module | None, x: Tensor, y: Tensor, clip_norm: float,
+                 generator: torch.Generator, disabled: str | None = None) -> None:
+        self._model, self._x, self._y, self._c, self._gen = template, x, y, float(clip_norm), generator
+        self.disabled = disabled if template is not None or disabled is not None else "no template model"
+        self.names = [] if template is None else [k for k, _ in template.named_parameters()]
+        self.steps: list[int] = []  # per call: the step it belongs to (the number of recorded parameters − 1)
+        self.included: list[bool] = []
+        self.grads: list[list[Tensor] | None] = []  # per call: S per tensor (float64), None where S = 0
+        self.sizes: list[int] | None = None
+
+    def gradient(self, params: list[Tensor], step: int) -> list[Tensor] | None:
+        """The probe's per-example gradient this step (shapes and dtypes of ``params``), or None when left out."""
+        coin = bool(torch.rand((), generator=self._gen, dtype=torch.float64) < 0.5)  # drawn at every call
+        self.steps.append(step)
+        s = None if self.disabled is not None else self._natural_gradient(params)
+        self.grads.append(s)
+        self.included.append(coin and s is not None)
+        if not self.included[-1]:
+            return None
+        assert s is not None
+        norms = [float(v.norm()) for v in s]
+        total = math.sqrt(sum(v * v for v in norms))
+        live = sum(v > 0 for v in norms)
+        lam = PROBE_SCALE * (total + self._c)
+        return [(-lam * (v / total + PROBE_EPS * v / max(nv, 1e-300) / math.sqrt(live))).to(p.device, p.dtype).detach()
+                for v, nv, p in zip(s, norms, params, strict=True)]
+
+    def _natural_gradient(self, params: list[Tensor]) -> list[Tensor] | None:
+        """S at ``params`` per tensor (float64); None (and the probe disabled, with the reason) on a mismatch."""
+        assert self._model is not None
+        shapes = [tuple(p.shape) for p in params]
+        want = [tuple(p.shape) for _, p in self._model.named_parameters()]
+        if shapes != want:
+            self.disabled = (f"the hook's parameters (shapes {shapes}) are not the returned model's parameters() "
+                             f"(shapes {want}): pass model.parameters() to audit.canary_gradient")
+            return None
+        self.sizes = [p.numel() for p in params]
+        ps = {k: p.detach().clone().requires_grad_(True) for k, p in zip(self.names, params, strict=True)}
+        try:
+            dev = params[0].device
+            z = torch.func.functional_call(self._model, ps, (self._x.to(dev, params[0].dtype),))
+            loss = nn.functional.cross_entropy(z, self._y.to(dev), reduction="sum")
+            gs = torch.autograd.grad(loss, list(ps.values()), allow_unused=True)
+        except Exception as exc:  # a model functional_call cannot run: the test is skipped, never failed
+            self.disabled = (f"the probe cannot evaluate the model at the hook's parameters "
+                             f"({type(exc).__name__}: {exc})")
+            return None
+        s = [(torch.zeros_like(p) if g is None else g).detach().to("cpu", torch.float64) for g, p in
+             zip(gs, ps.values(), strict=True)]
+        if not all(bool(torch.isfinite(v).all()) for v in s) or all(float(v.norm()) == 0.0 for v in s):
+            return None  # no direction at this step: the probe sits it out (a function of θ only, not of the coin)
+        return s
+
+
+def _probe_groups(norms: list[float]) -> list[list[int]]:
+    """The direction groups: each live tensor alone (parameter order), or the 15 largest and the rest together."""
+    live = [i for i, v in enumerate(norms) if v > 0]
+    if len(live) <= PROBE_DIRECTIONS:
+        return [[i] for i in live]
+    top = sorted(sorted(live, key=lambda i: -norms[i])[:PROBE_DIRECTIONS - 1])
+    return [[i] for i in top] + [[i for i in live if i not in top]]
+
+
+def probe_stats(probe: ProbeHook | None, u: Tensor, never: str | None = None) -> dict[str, Any]:
+    """The probe's per-step record: coin ``s``, the update's projections ``p`` on S's per-tensor unit directions
+    d_{t,j} at θ_{t−1} (empty where S = 0), the probe's own unit direction ``c`` in those coordinates; or a
+    ``skip`` reason (then ``p`` is empty and ``s`` all False)."""
+    steps = u.shape[0]
+    off = [False] * steps
+    if probe is None:
+        return {"s": off, "p": [], "c": [], "skip": never or "no probe in this game"}
+    if not probe.steps:
+        return {"s": off, "p": [], "c": [], "skip": "the trainer never calls audit.canary_gradient(s), so the probe "
+                                                    "gradient cannot be supplied"}
+    if probe.steps != list(range(steps)):
+        return {"s": off, "p": [], "c": [], "skip": f"audit.canary_gradient(s) must be called once per step, after "
+                f"audit.record of the step's parameters; got {len(probe.steps)} calls for {steps} steps"}
+    if probe.disabled is not None:
+        return {"s": off, "p": [], "c": [], "skip": probe.disabled}
+    assert probe.sizes is not None
+    if sum(probe.sizes) != u.shape[1]:
+        return {"s": off, "p": [], "c": [], "skip": f"the hook's parameters ({sum(probe.sizes)} numbers) are not the "
+                                                    f"recorded ones ({u.shape[1]})"}
+    ut = u.split(probe.sizes, dim=1)
+    p_all: list[list[float]] = []
+    c_all: list[list[float]] = []
+    for t, s in enumerate(probe.grads):
+        if s is None:
+            p_all.append([])
+            c_all.append([])
+            continue
+        norms = [float(v.norm()) for v in s]
+        total, live = math.sqrt(sum(v * v for v in norms)), sum(v > 0 for v in norms)
+        p, c = [], []
+        for grp in _probe_groups(norms):
+            ng = math.sqrt(sum(norms[i] ** 2 for i in grp))
+            p.append(sum(float(ut[i][t] @ s[i].reshape(-1)) for i in grp) / ng)
+            c.append(-sum((norms[i] / total + PROBE_EPS / math.sqrt(live)) * norms[i] for i in grp) / ng)
+        nc = math.sqrt(sum(v * v for v in c))
+        p_all.append(p)
+        c_all.append([v / nc for v in c])
+    return {"s": [bool(v) for v in probe.included], "p": p_all, "c": c_all, "skip": None}

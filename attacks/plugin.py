@@ -20,7 +20,10 @@ takes a keyword ``audit`` is handed a :class:`WhiteBoxAudit` and calls, in its t
 - with a gradient canary (:class:`DiracCanary`), ``g = audit.canary_gradient(params)`` once per
   step, between the per-example gradients and the clipping: ``g`` is None when the canary is not
   in this step's batch, else one tensor per parameter that the trainer appends as one more
-  per-example gradient, so its own clipping, summing and noise process it.
+  per-example gradient, so its own clipping, summing and noise process it. In the conformance game
+  (canary kind ``dead_feature``, a Poisson claim) the hook hands out a *probe* instead, at each step
+  with probability ½ (:class:`attacks.conformance_record.ProbeHook`; its architecture from one extra
+  trial of the trainer per process, :func:`_template`).
 
 Scores: with a gradient canary, Σ_t ⟨θ_{t−1} − θ_t, c⟩/‖c‖ (``inner_product``), or the spread of
 those per-step projections a_t around their mean, Σ_t (a_t − ā)² (``step_spread``: with noise
@@ -98,7 +101,10 @@ __all__ = ["SCORES", "Context", "DiracCanaries", "DiracCanary", "TrainerError", 
 SCORES = ("loss", "confidence")  # black box
 WHITE_SCORES = ("inner_product", "step_spread")
 _STREAM_TRAINER = 3  # the trainer's own seed stream (games use 0-2)
+_STREAM_PROBE = 4  # the conformance probe's coins (dpaudit's own, never the trainer's)
+_STREAM_TEMPLATE = 5  # the seed of the one trial whose returned model gives the probe its architecture
 _CACHE: dict[tuple[str, str], Callable] = {}
+_TEMPLATES: dict[str, tuple[nn.Module | None, str | None]] = {}  # per process, by game: (model, why not)
 
 
 class TrainerError(InputError):
@@ -295,6 +301,7 @@ class WhiteBoxAudit:
         self.trace: list[Tensor] = []
         self.sampled: list[Any] = []  # per call: a bool (DiracCanary) or an (m,) bool tensor (DiracCanaries)
         self.updates: list[list[Tensor]] = []  # audit.record_update (attacks/conformance_record.py)
+        self.probe: conformance_record.ProbeHook | None = None  # the conformance game's probe (no canary here)
 
     def record_update(self, privatised: Iterable[Tensor]) -> None:
         """Record this step's privatised gradient (the noisy clipped sum, or a constant multiple, one tensor
@@ -333,7 +340,7 @@ class WhiteBoxAudit:
             got = self.canary_gradients(params)
             return None if got is None else [t[0] for t in got]
         if self._canary is None:
-            return None
+            return None if self.probe is None else self.probe.gradient(params, len(self.trace) - 1)
         assert self._q is not None  # a DiracCanary needs Poisson sampling (Context.__post_init__)
         draw = bool(torch.rand((), generator=self._gen, dtype=torch.float64) < self._q)
         sampled = self._present and draw
@@ -362,7 +369,8 @@ class WhiteBoxAudit:
         params = list(params)
         c = self._canary
         if c is None:
-            return None
+            got = None if self.probe is None else self.probe.gradient(params, len(self.trace) - 1)
+            return None if got is None else [t[None] for t in got]
         if isinstance(c, DiracCanary):
             one = self.canary_gradient(params)
             return None if one is None else [t[None] for t in one]
@@ -717,6 +725,8 @@ def run_trial(ctx: Context, i: int) -> dict[str, Any]:
         rate = ctx.spec.sampling.rate if ctx.spec is not None and isinstance(ctx.spec.sampling, Poisson) else None
         present = members if isinstance(c, DiracCanaries) else bool(members[0])
         wb = WhiteBoxAudit(c if isinstance(c, _GRADIENT) else None, present, rate, ctx.clip_norm, g)
+        if getattr(c, "kind", None) == conformance_record.KIND and rate is not None:
+            wb.probe = _probe(ctx, fn, i)
         kwargs["audit"] = wb
     with _deadline(ctx.timeout, name, i):
         try:
@@ -741,13 +751,48 @@ def run_trial(ctx: Context, i: int) -> dict[str, Any]:
     return rec
 
 
+def _probe(ctx: Context, fn: Callable, i: int) -> conformance_record.ProbeHook:
+    """Trial ``i``'s conformance probe: its coins from the trial's own probe stream, the architecture from the
+    game's template model (:func:`_template`)."""
+    template, why = _template(ctx, fn)
+    return conformance_record.ProbeHook(template, ctx.data.x.to(torch.float32), ctx.data.y, ctx.clip_norm,
+                                        torch.Generator().manual_seed(trial_seed(ctx.seed, i, _STREAM_PROBE)), why)
+
+
+def _template(ctx: Context, fn: Callable) -> tuple[nn.Module | None, str | None]:
+    """The model one extra trial of the trainer returns (a null audit: no canary, no probe; its own seed), kept
+    per process and game: only its architecture is used (the probe evaluates it at the hook's parameters).
+    A trainer that fails here leaves the probe disabled with the reason (the trial itself reports the error)."""
+    key = ctx.game_id(Design.MULTI_RUN)
+    if key not in _TEMPLATES:
+        null = WhiteBoxAudit(None, False, None, ctx.clip_norm, torch.Generator().manual_seed(0))
+        name = trainer_name(ctx.trainer)
+        try:
+            with _deadline(ctx.timeout, name, -1):
+                model = fn(ctx.data.x.to(torch.float32), ctx.data.y, seed=trial_seed(ctx.seed, 0, _STREAM_TEMPLATE),
+                           audit=null)
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # never a verdict: the probe is skipped, the trials report the trainer's error
+            _TEMPLATES[key] = (None, f"the probe's template trial failed ({type(exc).__name__}: {exc})")
+        else:
+            if isinstance(model, nn.Module):
+                for hooks, k, _ in _training_hooks(model):  # Opacus' leftover hooks break functional_call
+                    del hooks[k]
+                _TEMPLATES[key] = (model, None)
+            else:
+                _TEMPLATES[key] = (None, f"the probe's template trial returned a {type(model).__name__}, not an "
+                                         "nn.Module")
+    return _TEMPLATES[key]
+
+
 def _conformance_stats(ctx: Context, wb: WhiteBoxAudit, model: nn.Module, name: str, i: int,
                        member: bool) -> dict[str, Any]:
     """The trial's premise statistics (attacks/conformance_record.py), errors naming trainer and trial."""
     assert isinstance(ctx.canaries, InputCanaries)  # the conformance record is an input canary
     try:
         return conformance_record.trial_stats(model, wb.trace, wb.updates, ctx.data, ctx.canaries, ctx.clip_norm,
-                                              member)
+                                              member, wb.probe, "the claim's sampling is not Poisson: no probe")
     except InputError as exc:
         raise TrainerError(f"trainer {name!r}, trial {i}: {exc}") from exc
 

@@ -51,6 +51,16 @@ trainer with probability at most its level. The tests (docs/fault-detection.md, 
 - **fresh noise**: H0: at every step the noise on R has a component outside the span of the earlier
   steps' R-updates. Under fresh isotropic noise its share f²_t ~ Beta((|R|−t+1)/2, (t−1)/2) exactly;
   the count of f²_t < 10⁻⁸ is binomial with that tail (≈ 10⁻⁴⁰), so one such step rejects.
+- **canary effect** (sensitivity ≤ C for a gradient that opposes the batch; Poisson claims): the white-box hook
+  hands the trainer a *probe* (:class:`attacks.conformance_record.ProbeHook`), a gradient of 1000·(‖S‖ + C)
+  against the natural records' summed gradient S at θ_{t−1} (and ≫ C in every tensor), included at each step
+  by a fair coin of dpaudit's own. Z_t: the update projected on S's unit direction per tensor (at most 16
+  directions) over √(ss_t/|R|). H0: ‖mean_t (E[Z_t | probe in] − E[Z_t | probe out])‖ ≤ κ/σ. The coin is
+  independent of the history, so each step's difference is the probe's own clipped contribution (≤ C,
+  against noise ≥ σC) averaged over histories, whatever the clipping, the optimizer's state or the trainer.
+  Mahalanobis distance of the per-step difference of means (equal weights over steps; covariance
+  cluster-robust by trial) to that ball, against χ²_k (CLT over trials). Catches a clipped sum (the probe
+  flips it: 2C) and per-tensor clipping (√L·C).
 
 **The audit's dataset.** DP must hold for every pair of neighbouring datasets, so the conformance audit
 chooses one under a Poisson claim (the worst-case datasets of auditing, Nasr et al. 2021): a smaller one
@@ -87,11 +97,12 @@ from . import model
 __all__ = ["NATURAL_BATCH", "PERMUTATIONS", "TESTS", "inclusion_rate", "natural_records", "run_tests"]
 
 TESTS = ("sampling", "contribution", "total_contribution", "normalisation", "scale_fixed", "noise_every_tensor",
-         "noise_fresh", "batch_law")
+         "noise_fresh", "batch_law", "canary_effect")
 PREMISE = {"sampling": "sampling", "batch_law": "sampling", "contribution": "contribution",
            "total_contribution": "contribution",
            "normalisation": "contribution",
-           "scale_fixed": "contribution", "noise_every_tensor": "noise", "noise_fresh": "noise"}
+           "scale_fixed": "contribution", "noise_every_tensor": "noise", "noise_fresh": "noise",
+           "canary_effect": "contribution"}
 NULL = {
     "sampling": "the canary's inclusion is drawn independently at every step: its per-step shifts Z_t are "
                 "independent across steps (Z_t = y_t / sqrt(ss_t/|R|))",
@@ -114,6 +125,12 @@ NULL = {
                  "(Binomial variance and Cauchy-Schwarz; trials without the canary)",
     "noise_fresh": "at every step the noise on R has a component outside the span of the earlier steps' noise "
                    "(share f2_t ~ Beta((|R|-t+1)/2, (t-1)/2))",
+    "canary_effect": "||E[Z_t | probe in] - E[Z_t | probe out]|| <= kappa/sigma, averaged over steps: Z_t the update "
+                     "projected on the natural records' summed gradient per tensor at theta_(t-1), over the step's "
+                     "noise std on R; the probe (a gradient of 1000·C against that sum) is included by a fair coin "
+                     "independent of the history, so the difference is its own clipped contribution, at most C "
+                     "against noise of std at least sigma·C, whatever the clipping or the optimizer's state "
+                     "(Poisson claims)",
 }
 PERMUTATIONS = 1999  # Monte Carlo permutations at least; more where the level needs them (smallest p ≈ level/2)
 _STATE_Z = -4.0  # fresh-noise PIT mean this many standard errors below 1/2: the optimizer carries state
@@ -506,6 +523,124 @@ def _batch_law(records: Sequence[dict[str, Any]], a: dict, spec: DPSGD, level: f
                       "size?" if pv <= level else ""))
 
 
+def _probe_z(records: Sequence[dict[str, Any]], steps: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray
+                                                                            ] | str:
+    """(Z (trials, steps, k), coin (trials, steps), valid (trials, steps)) of the probe, or why not.
+
+    Z_t = p_t / √(ss_t/|R|); k the most directions of any step (fewer at a step: zeros, the projection on a
+    zero vector, which keeps the null's ball); valid: the step had a direction (S ≠ 0 at θ_(t−1)).
+    """
+    if not all("probe" in r and "p" in r["probe"] for r in records):
+        return "the trials carry no probe record"
+    why = next((r["probe"]["skip"] for r in records if r["probe"].get("skip")), None)
+    if why is not None:
+        return why
+    n, t = len(records), len(steps)
+    k = max((len(v) for r in records for v in r["probe"]["p"]), default=0)
+    if k == 0:
+        return "no step had a natural gradient to probe"
+    z = np.zeros((n, t, k))
+    valid = np.zeros((n, t), dtype=bool)
+    coin = np.array([[r["probe"]["s"][j] for j in steps] for r in records], dtype=bool)
+    for i, r in enumerate(records):
+        scale = np.sqrt(np.asarray(r["ss"], dtype=np.float64)[steps] / r["df"])
+        for col, j in enumerate(steps):
+            p = r["probe"]["p"][j]
+            if p and scale[col] > 0:
+                z[i, col, :len(p)] = np.asarray(p) / scale[col]
+                valid[i, col] = True
+    return z, coin, valid
+
+
+def _effect(z: np.ndarray, coin: np.ndarray, valid: np.ndarray) -> tuple[np.ndarray, np.ndarray, int] | None:
+    """Per-step difference of means (probe in − out), averaged over the steps with equal weights, and its
+    covariance, cluster-robust by trial (each trial's influence, summed over its steps); None if no step has
+    two observations on each side."""
+    n = z.shape[0]
+    inn, out = valid & coin, valid & ~coin
+    n1, n0 = inn.sum(axis=0), out.sum(axis=0)
+    use = (n1 >= 2) & (n0 >= 2)
+    if not use.any():
+        return None
+    z, inn, out, n1, n0 = z[:, use], inn[:, use], out[:, use], n1[use], n0[use]
+    m1 = (z * inn[..., None]).sum(axis=0) / n1[:, None]  # (steps, k)
+    m0 = (z * out[..., None]).sum(axis=0) / n0[:, None]
+    steps = int(use.sum())
+    d = (m1 - m0).mean(axis=0)
+    phi = ((inn[..., None] * (z - m1) / n1[:, None]) - (out[..., None] * (z - m0) / n0[:, None])).sum(axis=1) / steps
+    cov = phi.T @ phi * n / max(n - 1, 1)
+    return d, cov, int(inn.sum() + out.sum())
+
+
+def _canary_effect(records: Sequence[dict[str, Any]], steps: np.ndarray, sigma: float, level: float,
+                   skip: str | None) -> model.PremiseTest:
+    """The probe's causal effect on the update, all its directions at once, against the ball of radius κ/σ.
+
+    At step t the probe's coin s_t is drawn independently of the history F_(t−1) (θ_0, …, θ_(t−1), earlier
+    coins) and of the trainer's randomness, so E[Z_t | s_t = 1] − E[Z_t | s_t = 0] = E over F of the conditional
+    difference, and given F a correct DP-SGD adds a·clip(g) (a the fixed scale from noisy sum to update) while
+    the noise's scale on R, independent of the directions' coordinates, gives E[1/√(ss/|R|) | F] ≤ κ/(aσC) (more
+    noise, or noise accumulated by momentum, only lowers it): the mean difference lies in the ball of radius
+    κ/σ for any clipping that bounds one record's contribution by C (joint, per layer with thresholds whose
+    squares sum to C², a smaller C). Test: the Mahalanobis distance of the estimate to that ball against χ²_k
+    (CLT over trials, covariance cluster-robust by trial). docs/fault-detection.md, "Third round".
+    """
+    name = "canary_effect"
+    sn = "Mahalanobis distance of mean_t(mean Z | probe in - mean Z | probe out) to the ball of radius kappa/sigma"
+    if skip is not None:
+        return _result(name, sn, None, None, level, "not tested", skip)
+    got = _probe_z(records, steps)
+    if isinstance(got, str):
+        return _result(name, sn, None, None, level, "not tested", got)
+    z, coin, valid = got
+    eff = _effect(z, coin, valid) if z.shape[0] >= 10 else None
+    if eff is None:
+        return _result(name, sn, None, None, level, "not tested",
+                       "too few observations: needs ten trials and a step with two trials with the probe and two "
+                       "without")
+    d, cov, _ = eff
+    keep = np.diag(cov) > 0
+    if not keep.any():
+        return _result(name, sn, None, None, level, "not tested", "no direction with a spread")
+    d, cov = d[keep], cov[np.ix_(keep, keep)]
+    radius = _kappa(int(records[0]["df"])) / sigma
+    try:
+        stat = _ball_distance(d, cov, radius)
+    except np.linalg.LinAlgError:
+        return _result(name, sn, None, None, level, "not tested", "the directions' covariance is singular")
+    p = float(stats.chi2.sf(stat, int(keep.sum())))
+    return _result(name, sn, stat, p, level, _effect_words(records, steps, d, cov, radius, keep, p <= level))
+
+
+def _effect_words(records: Sequence[dict[str, Any]], steps: np.ndarray, d: np.ndarray, cov: np.ndarray,
+                  radius: float, keep: np.ndarray, rejected: bool) -> str:
+    """The probe's shift in C (debiased for the noise), and the cause where the shape of the shift implies it."""
+    moved = math.sqrt(max(float(d @ d) - float(np.trace(cov)), 0.0)) / radius
+    words = (f"a probe gradient of 1000·C against the natural records' summed gradient moves the update by "
+             f"{moved:.2f} C in its {int(keep.sum())} direction(s) (at most 1.00 C; estimate, debiased for the noise)")
+    cs = [np.asarray(r["probe"]["c"][j]) for r in records for j in steps if r["probe"]["c"][j]]
+    if not rejected or not cs:
+        return words
+    k = max(len(c) for c in cs)
+    cbar = np.mean([np.pad(c, (0, k - len(c))) for c in cs], axis=0)[keep]
+    cbar = cbar / max(float(np.linalg.norm(cbar)), 1e-300)
+    along = float(d @ cbar) / radius  # the shift along the probe's own clipped direction, in C
+    se = math.sqrt(max(float(cbar @ cov @ cbar), 0.0)) / radius
+    per = d / radius
+    if along >= 1.5 and along - 3 * se <= 2.0:  # a clipped sum moves by at most 2 C
+        words += (f"; {along:.2f} C of it along the probe's own direction, where one clipped example moves it by "
+                  "at most 1.00 C: the clipping bounds the sum, not each example (or the clipped sum is rescaled "
+                  "by something that depends on the batch)")
+    elif along >= 1.5:
+        words += (f"; {along:.2f} C of it along the probe's own direction, more than even a clipped sum allows "
+                  "(2.00 C): the clipped contribution is rescaled by something that depends on the batch (e.g. "
+                  "its realised size)")
+    elif len(per) >= 2 and (per <= -0.6).sum() >= 2 and along < 1.3:
+        words += (f"; about C in each of {int((per <= -0.6).sum())} parameter tensors: each tensor is clipped to C "
+                  "separately, not the example as a whole")
+    return words
+
+
 def _state(a: dict) -> str | None:
     """A reason to distrust θ-differences (a stateful optimizer), or None (module doc)."""
     if a["mode"] != "parameters" or a["f2"].size == 0 or (a["f2"] < _FLOOR).any():
@@ -555,7 +690,9 @@ def run_tests(records: Sequence[dict[str, Any]], spec: DPSGD, significance: floa
              _result("scale_fixed", "", None, None, level, "not tested", "no step with noise on R"),
              _noise_every_tensor(a, early, level),
              _noise_fresh(a, level),
-             _batch_law(records, a, spec, level, noisy))
+             _batch_law(records, a, spec, level, noisy),
+             _canary_effect(records, early, sigma, level, None if isinstance(spec.sampling, Poisson) else
+                            "the probe runs under Poisson claims only"))
     notes = [f"read from {'the recorded privatised gradients' if a['mode'] == 'record_update' else 'θ_(t-1) - θ_t'}; "
              f"{len(records)} trials, {a['y'].shape[1]} steps, |R| = {a['df']} reference coordinates"]
     if state is not None:

@@ -52,7 +52,7 @@ mechanism's own scores: its false alarms at the null's boundary, its power on a 
 ``conformance`` runs the white-box default's third audit (issue 25, audit/conformance.py): the
 dead_feature canary on the audit's own smaller dataset (``conformance.natural_records``: 40 records at
 q = 0.5; ``conformance_record.copied_records``: 31 copies of record 0 and one record of each other class),
-its ε audit and eight premise tests at the default's levels, on every trainer of the zoo (14 bugs, 5
+its ε audit and nine premise tests at the default's levels, on every trainer of the zoo (14 bugs, 5
 correct trainers: hand-written, Opacus, momentum with and without ``audit.record_update``, a seeded
 random start).
 """

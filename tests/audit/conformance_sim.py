@@ -53,3 +53,24 @@ def records(n: int, *, seed: int, steps: int = 10, q: float = 0.5, sigma: float 
                                 "bias": {"n": 10, "ss": (ub ** 2).sum(1).tolist()}},
                     "gnorm_min": 10.0})
     return out
+
+
+def probe_records(n: int, *, seed: int, eff: tuple[float, ...], direction: tuple[float, ...] | None = None,
+                  sigma: float = 3.0, steps: int = 10, q: float = 0.5, r: int = 20, momentum: float = 0.0
+                  ) -> list[dict]:
+    """Only what the ``canary_effect`` test reads (ss, df, probe), fast: the probe shifts the update by ``eff``
+    (in C, one entry per direction) at the steps its fair coin includes it; noise sigma·C on every coordinate;
+    momentum carries the earlier updates (the directions' and R's) into each step."""
+    g = np.random.default_rng(seed)
+    e = np.asarray(eff, dtype=np.float64)
+    coin = g.random((n, steps)) < 0.5
+    up = sigma * g.standard_normal((n, steps, e.size)) + coin[..., None] * e + 0.5 * (g.random((n, steps, e.size)) < q)
+    ur = sigma * g.standard_normal((n, steps, r))
+    for t in range(1, steps if momentum else 1):
+        up[:, t] += momentum * up[:, t - 1]
+        ur[:, t] += momentum * ur[:, t - 1]
+    c = np.asarray(direction if direction is not None else e)
+    c = (c / np.linalg.norm(c)).tolist()
+    ss = (ur ** 2).sum(axis=2)
+    return [{"df": r, "ss": ss[i].tolist(), "probe": {"s": coin[i].tolist(), "p": up[i].tolist(), "c": [c] * steps,
+                                                      "skip": None}} for i in range(n)]

@@ -21,7 +21,7 @@ import accountants as acc
 from attacks import conformance_record, data, plugin
 from audit import cli, config, conformance, model
 
-from .conformance_sim import records
+from .conformance_sim import probe_records, records
 
 SPEC = acc.DPSGD(3.0, acc.Poisson(0.5), 10)
 
@@ -287,3 +287,128 @@ def test_scale_fixed_is_exact_where_a_normal_reference_is_not():
         old += float(stats.norm.sf(t.statistic)) <= 0.01
     assert new <= 33, (new, old)
     assert old > new  # the skewed sample variance of log chi2 puts more than 1 % of z beyond the normal quantile
+
+
+# ------------------------------------------------------------------- the probe (canary_effect, third round)
+
+def _effect(recs: list[dict], sigma: float = 3.0, level: float = 0.05) -> model.PremiseTest:
+    return conformance._canary_effect(recs, np.arange(len(recs[0]["ss"])), sigma, level, None)
+
+
+def test_canary_effect_rejects_a_probe_that_moves_the_update_by_2c():
+    # the clip_sum shape: the probe flips the clipped sum from +C·S_hat to -C·S_hat (2 C along its direction);
+    # and the per_layer_clip shape: C in each of two tensors (sqrt(2)·C)
+    # (the probe's own direction, as measured on digits: -0.99, -0.12)
+    # and a clipped sum rescaled by B/|B_t| ~ 2.9 (mean_times_batch): more than a clipped sum allows
+    for eff, cause in (((-1.96, -0.4), "bounds the sum"), ((-1.0, -1.0), "each tensor is clipped"),
+                       ((-2.9, -0.35), "more than even a clipped sum allows")):
+        t = _effect(probe_records(400, seed=11, eff=eff, direction=(-0.99, -0.12)))
+        assert t.rejected and cause in t.finding, (t.p_value, t.finding)
+
+
+@pytest.mark.parametrize("momentum", [0.0, 0.9])
+def test_canary_effect_level_at_the_boundary(momentum):
+    # the probe contributes exactly C (a correct joint clipping: the null's boundary), 100 seeded audits of 200
+    # trials x 10 steps at level 0.1. With k = 2 directions the chi2_2 reference is conservative at the boundary
+    # (only the radial excess counts): about 1-2 % expected; P(Bin(100, 0.1) >= 19) = 0.004 bounds a test at
+    # its level. Momentum 0.9 (history carried in p and in the noise on R) only shrinks Z.
+    ps = [_effect(probe_records(200, seed=s, eff=(-0.8, -0.6), momentum=momentum), level=0.1).p_value
+          for s in range(100)]
+    assert sum(p <= 0.1 for p in ps) <= 18, sorted(ps)[:20]
+
+
+def test_canary_effect_is_about_exact_in_one_direction():
+    # k = 1 at the boundary: the distance to the ball is (d - r)^2/var beyond r, so P(reject) = level/2 by the
+    # CLT: 200 audits at level 0.2 expect 20 (binomial sd 4.2); 8..34 is about 3 sd either side
+    k = sum(_effect(probe_records(200, seed=s, eff=(-1.0,)), level=0.2).rejected for s in range(200))
+    assert 8 <= k <= 34, k
+
+
+def test_canary_effect_is_skipped_without_probe_records_or_poisson():
+    t = _by_name(conformance.run_tests(records(100, seed=0), SPEC, 0.05, 0, permutations=199))["canary_effect"]
+    assert t.skipped and not t.rejected
+    spec = acc.DPSGD(3.0, acc.FixedSize(50, 101), 10)
+    t = _by_name(conformance.run_tests(records(100, seed=0), spec, 0.05, 0,
+                                       permutations=199))["canary_effect"]
+    assert t.skipped and "Poisson" in t.skipped and not t.rejected
+
+
+def _hook_trainer(bug: str = "", steps: int = 4):
+    """Hand-written DP-SGD (softmax regression, C = 1, sigma = 1, q = 0.5, B = 50) that calls the gradient hook."""
+    def train(x, y, *, seed, audit=None):
+        g = torch.Generator().manual_seed(seed)
+        w, b = torch.zeros(10, x.shape[1]), torch.zeros(10)
+        if audit is not None:
+            audit.record([w, b])
+        for _ in range(steps):
+            mask = torch.rand(x.shape[0], generator=g) < 0.5
+            r = torch.softmax(x[mask] @ w.T + b, 1) - torch.nn.functional.one_hot(y[mask], 10).float()
+            grads = [r[:, :, None] * x[mask][:, None, :], r]
+            if audit is not None:
+                c = audit.canary_gradients([w.T, b] if bug == "transposed" else [w, b])
+                if c is not None:
+                    grads = [torch.cat([gi, ci]) for gi, ci in zip(grads, c, strict=True)]
+            flat = torch.cat([gi.flatten(1) for gi in grads], 1)
+            if bug == "clip_sum":
+                s = flat.sum(0) * min(1.0, 1.0 / (float(flat.sum(0).norm()) + 1e-12))
+                sums = [s[:w.numel()].view_as(w), s[w.numel():]]
+            else:
+                f = torch.clamp(1.0 / (flat.norm(dim=1) + 1e-12), max=1.0)
+                sums = [(gi * f.view(-1, *[1] * (gi.ndim - 1))).sum(0) for gi in grads]
+            noisy = [s + 1.0 * torch.randn(s.shape, generator=g) for s in sums]
+            w, b = w - 0.5 * noisy[0] / 50, b - 0.5 * noisy[1] / 50
+            if audit is not None:
+                audit.record([w, b])
+        m = torch.nn.Linear(x.shape[1], 10)
+        with torch.no_grad():
+            m.weight.copy_(w)
+            m.bias.copy_(b)
+        return m
+    return train
+
+
+SPEC1 = acc.DPSGD(1.0, acc.Poisson(0.5), 4)  # _hook_trainer's claim
+
+
+def _hook_game(trainer, n: int, seed: int = 0):
+    d = data.digits().subset(slice(0, 40))
+    can = conformance_record.dead_feature(d, 1, value=10.0, generator=torch.Generator().manual_seed(0))
+    ctx = plugin.Context(trainer, d, can, seed, "inner_product", None, SPEC1, "white_box", 1.0)
+    return plugin.multi_run_game(ctx, n_trials=n, progress=False).metadata["conformance"]
+
+
+def test_probe_coins_are_fair_and_the_trainers_randomness_does_not_touch_them():
+    recs = _hook_game(_hook_trainer(), 60)
+    coins = np.array([r["probe"]["s"] for r in recs])
+    # 240 fair coins: mean 1/2 with sd 0.032; 0.35..0.65 is 4.6 sd either side
+    assert coins.shape == (60, 4) and 0.35 < coins.mean() < 0.65
+    assert all(len(p) == 2 for r in recs for p in r["probe"]["p"])  # weight and bias directions at every step
+    # the same game with a trainer that draws differently (no clipping of the sum, other masks: clip_sum) gets
+    # the same coins: they come from dpaudit's own stream of each trial, never the trainer's
+    other = _hook_game(_hook_trainer("clip_sum", steps=4), 60)
+    assert [r["probe"]["s"] for r in other] == [r["probe"]["s"] for r in recs]
+    # and they are those of the trial's probe stream (plugin._STREAM_PROBE), coin = U < 1/2 at each call
+    from attacks.games import trial_seed
+    g = torch.Generator().manual_seed(trial_seed(0, 5, plugin._STREAM_PROBE))
+    assert recs[5]["probe"]["s"] == [bool(torch.rand((), generator=g, dtype=torch.float64) < 0.5) for _ in range(4)]
+
+
+def test_probe_catches_a_clipped_sum_and_passes_the_correct_trainer():
+    spec = SPEC1
+    bad = _by_name(conformance.run_tests(_hook_game(_hook_trainer("clip_sum"), 150), spec, 0.05, 0,
+                                         permutations=199))["canary_effect"]
+    assert bad.rejected and "bounds the sum" in bad.finding, (bad.p_value, bad.finding)
+    ok = _by_name(conformance.run_tests(_hook_game(_hook_trainer(), 150), spec, 0.05, 0,
+                                        permutations=199))["canary_effect"]
+    assert ok.skipped is None and not ok.rejected, (ok.p_value, ok.finding)
+
+
+def test_probe_is_skipped_on_a_shape_mismatch_and_without_the_hook():
+    recs = _hook_game(_hook_trainer("transposed"), 12)
+    assert "shapes" in recs[0]["probe"]["skip"] and not any(recs[0]["probe"]["s"])
+    spec = SPEC1
+    t = _by_name(conformance.run_tests(recs, spec, 0.05, 0, permutations=199))["canary_effect"]
+    assert t.skipped and "shapes" in t.skipped and not t.rejected
+    never = _game(1.0, 12).metadata["conformance"]  # _trainer never calls audit.canary_gradient(s)
+    t = _by_name(conformance.run_tests(never, spec, 0.05, 0, permutations=199))["canary_effect"]
+    assert t.skipped and "never calls" in t.skipped and not t.rejected
