@@ -779,12 +779,8 @@ def execute(config_path: str | Path | None, out: str | Path | None, *, resume: b
         stem = "default" if config_path is None else Path(config_path).stem[:64]
         out = Path("runs") / f"{stem}-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}"
     out = Path(out)
-    cfg_file = out / CONFIG_FILE
-    if _exists(out, "--out") and not out.is_dir():
-        raise RunError(f"run folder {str(out)!r} exists and is not a folder")
+    cfg_file = _run_config_file(out, resume)
     if resume:
-        if not cfg_file.is_file():
-            raise RunError(f"--resume: {str(cfg_file)!r} does not exist; nothing to resume")
         cfg = config_mod.load_resolved(cfg_file)
         if config_path is not None and config_mod.load(config_path) != cfg:
             raise RunError(f"--resume: {config_path} differs from the configuration in {str(cfg_file)!r}")
@@ -793,6 +789,16 @@ def execute(config_path: str | Path | None, out: str | Path | None, *, resume: b
     return execute_config(cfg, out, resume=resume, progress=progress, claim=claim, on_variant=on_variant,
                           backend=backend, memory_gb=memory_gb, device=device, trial_timeout=trial_timeout,
                           on_start=on_start, finish=finish)
+
+
+def _run_config_file(out: Path, resume: bool) -> Path:
+    """``out``'s config.toml, after checking that ``out`` is a folder or absent, and that it exists for a resume."""
+    cfg_file = out / CONFIG_FILE
+    if _exists(out, "--out") and not out.is_dir():
+        raise RunError(f"run folder {str(out)!r} exists and is not a folder")
+    if resume and not cfg_file.is_file():
+        raise RunError(f"--resume: {str(cfg_file)!r} does not exist; nothing to resume")
+    return cfg_file
 
 
 def execute_config(cfg: dict[str, Any], out: Path, *, resume: bool = False, progress: bool = True,
@@ -807,13 +813,9 @@ def execute_config(cfg: dict[str, Any], out: Path, *, resume: bool = False, prog
     ``trainer``: a callable that stands for every variant's ``training.trainer`` (:func:`audit.score.audit_trainer`).
     Everything is checked and every game input made (:func:`prepare`) before the run folder is created.
     """
-    cfg_file = out / CONFIG_FILE
-    if _exists(out, "--out") and not out.is_dir():
-        raise RunError(f"run folder {str(out)!r} exists and is not a folder")
+    cfg_file = _run_config_file(out, resume)
     # Validate everything before creating anything: a bad configuration leaves no run folder behind.
     if resume:
-        if not cfg_file.is_file():
-            raise RunError(f"--resume: {str(cfg_file)!r} does not exist; nothing to resume")
         if config_mod.load_resolved(cfg_file) != cfg:
             raise RunError(f"--resume: the configuration differs from the one in {str(cfg_file)!r}")
     elif cfg_file.exists() or (out / "audits").exists():
