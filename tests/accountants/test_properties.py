@@ -2,7 +2,7 @@
 
 import pytest
 import torch
-from hypothesis import assume, given
+from hypothesis import assume, example, given
 from hypothesis import strategies as st
 
 import accountants as acc
@@ -44,13 +44,17 @@ def test_rdp_non_decreasing_in_order(s, q, a, da):
 
 
 @given(st.lists(st.tuples(sigmas, rates, steps), min_size=1, max_size=4))
+@example([(2.0, 0.75, 12), (4.0, 0.1796875, 2700)])
 def test_batched_equals_loop(configs):
     s = torch.tensor([c[0] for c in configs], dtype=torch.float64)
     q = torch.tensor([c[1] for c in configs], dtype=torch.float64)
     t = torch.tensor([float(c[2]) for c in configs], dtype=torch.float64)
     batch, _ = acc.poisson_epsilon(s, q, t, 1e-5, warn=False)
     for i, c in enumerate(configs):
-        assert batch[i].item() == pytest.approx(eps(*c), rel=1e-12)
+        # Batched and one-at-a-time evaluations sum the fractional-order series in different tensor shapes, so
+        # they agree to rounding, not bit for bit: 1.4e-12 relative measured at (4.0, 0.1796875, 2700) batched
+        # with (2.0, 0.75, 12) (a hypothesis example, pinned below). 1e-10 keeps a 70x margin, far below any digit.
+        assert batch[i].item() == pytest.approx(eps(*c), rel=1e-10)
 
 
 @pytest.mark.slow
