@@ -161,7 +161,8 @@ def test_issue_setting():
     # deterministic; tolerance 1e-4), inside dp_accounting PR #414's [1.6584, 1.7452], below RDP's 1.97921.
     b = random_allocation_bounds(_spec(1.0, 100, 1000), 1e-5)
     assert b.value == pytest.approx(1.70158, abs=1e-4) and b.method == "pld"
-    assert 1.6584 <= b.value <= 1.7452  # dp_accounting PR #414 (commit 926b2439) at this setting: IS_DOMINATED and DOMINATES ε
+    # dp_accounting PR #414 (commit 926b2439) at this setting: its IS_DOMINATED and DOMINATES ε
+    assert 1.6584 <= b.value <= 1.7452
     assert b.lower == pytest.approx(1.19319, abs=1e-4)
     r = random_allocation_bounds(_spec(1.0, 100, 1000), 1e-5, method="rdp")
     assert r.value == pytest.approx(1.97921, abs=1e-4) and r.lower == b.lower
