@@ -190,3 +190,31 @@ def test_replace_one_and_groups_stay_unsupported():
         for method in ("rdp", "pld"):
             with pytest.raises(acc.UnsupportedError):
                 acc.epsilon(spec, 1e-5, method=method)
+
+
+# ----------------------------------------------------------------------------------- peer: dp_accounting PR #414, k > 1
+
+# (σ, t, k, epochs, δ, peer lower ε, peer upper ε): dp_accounting pld/random_allocation at google/differential-privacy
+# commit 926b2439 (PR #414, Feldman & Shenfeld 2026), gaussian_allocation_pld with num_selected = k,
+# value_discretization_interval = 1e-3, IS_DOMINATED (lower) and DOMINATES (upper), get_epsilon_for_delta, numba 0.68.1;
+# rounded outwards to 4 decimals. The peer applies the same floor/ceil reduction, so both ends bound the *reduced* pair:
+# dpaudit's PLD upper (the same reduced pair, certified) must lie between them, and dpaudit's certified lower below
+# the peer's upper (the true ε is below the reduced pair's).
+PEER_PR414_K = [
+    (1.0, 4, 2, 1, 1e-5, 5.3085, 5.3126),
+    (1.0, 6, 3, 1, 1e-5, 6.6207, 6.6268),
+    (0.7, 9, 3, 1, 1e-3, 7.1854, 7.1925),
+    (0.8, 12, 4, 2, 1e-3, 10.5135, 10.5315),
+    (1.5, 7, 2, 5, 1e-5, 5.6611, 5.6889),
+]
+
+
+@pytest.mark.parametrize("row", PEER_PR414_K, ids=lambda r: f"s{r[0]}-t{r[1]}-k{r[2]}-e{r[3]}")
+def test_inside_the_peer_bracket_k(row):
+    from accountants.pld.random_allocation import random_allocation_pld_epsilon
+
+    sigma, t, k, epochs, delta, lo, up = row
+    spec = _spec(sigma, t, t * epochs, k)
+    ours = random_allocation_pld_epsilon(spec, delta)
+    assert lo <= ours <= up
+    assert random_allocation_lower_epsilon(spec, delta) <= up
