@@ -218,3 +218,52 @@ def test_inside_the_peer_bracket_k(row):
     ours = random_allocation_pld_epsilon(spec, delta)
     assert lo <= ours <= up
     assert random_allocation_lower_epsilon(spec, delta) <= up
+
+
+# ----------------------------------------------------------------------------------- the k-shifted max law (lower bound)
+
+SHIFTED_LAWS = [(1.0, 6, 1.0, 1, 1, 3), (0.5, 20, 1.0, 1, 1, 4), (2.0, 100, 1.0, 1, 1, 2), (0.3, 9, 1.0, 1, 1, 8)]
+
+
+@pytest.mark.parametrize("law", SHIFTED_LAWS)
+@pytest.mark.parametrize("force_mpmath", [False, True])
+def test_shifted_max_law_masses_within_their_bound(law, force_mpmath, monkeypatch):
+    """_MaxLaw(shifted=s): every kept bin mass is within its certified relative bound of the 60-digit oracle
+    F(c) = Φ(c/σ)^{L−s}·Φ((c−m)/σ)^s (S = 1 − F from the upper tails), deep into both tails."""
+    import mpmath as mp
+
+    from accountants import shuffle as sh
+
+    if force_mpmath:
+        monkeypatch.setattr(sh, "R_MAX", 1e-15)
+    sigma, L, m, _, _, s = law
+    edges = np.linspace(-6 * sigma, m + 14 * sigma, 41)
+    mass, rel = sh._certify(edges, sh._MaxLaw(*law))
+    with mp.workdps(60):
+        def cdf(c):
+            return mp.ncdf(c / sigma) ** (L - s) * mp.ncdf((c - m) / sigma) ** s
+
+        def sf(c):
+            return -mp.expm1((L - s) * mp.log1p(-mp.ncdf(-c / sigma)) + s * mp.log1p(-mp.ncdf(-(c - m) / sigma)))
+
+        bounds = [-mp.inf, *map(mp.mpf, edges), mp.inf]
+        exact = []
+        for a, b in itertools.pairwise(bounds):
+            fb = mp.mpf(1) if b == mp.inf else cdf(b)
+            low = fb - (0 if a == -mp.inf else cdf(a))
+            exact.append(low if fb <= 0.5 else (1 if a == -mp.inf else sf(a)) - sf(b))
+    kept = 0
+    for i, (got, r, ex) in enumerate(zip(mass, rel, exact, strict=True)):
+        if got > 0:
+            kept += 1
+            assert r <= sh.R_MAX and abs(got / ex - 1) <= r, (i, got, float(ex), r)
+        else:
+            assert ex < 1e-270, (i, float(ex))
+    assert kept >= 30
+
+
+def test_shifted_max_law_refuses_a_partial_epoch():
+    from accountants import shuffle as sh
+
+    with pytest.raises(ValueError, match="shifted"):
+        sh._MaxLaw(1.0, 10, 1.0, 3, 10, 2)
