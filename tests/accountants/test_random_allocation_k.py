@@ -220,7 +220,7 @@ def test_inside_the_peer_bracket_k(row):
     assert random_allocation_lower_epsilon(spec, delta) <= up
 
 
-# ----------------------------------------------------------------------------------- the k-shifted max law (lower bound)
+# ----------------------------------------------------------------------------- the k-shifted max law (lower bound)
 
 SHIFTED_LAWS = [(1.0, 6, 1.0, 1, 1, 3), (0.5, 20, 1.0, 1, 1, 4), (2.0, 100, 1.0, 1, 1, 2), (0.3, 9, 1.0, 1, 1, 8)]
 
