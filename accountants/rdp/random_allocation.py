@@ -33,7 +33,8 @@ With L_j = exp((x_j − 1/2)/σ²), i.i.d. under Q with E[L^a] = exp(a(a−1)/(2
 **k = t** (every record in every step): T Gaussian steps, α/(2σ²) each — exact.
 
 **1 < k < t** (reduction to k = 1). The epoch's Gaussian pair is P_k = avg_{|S|=k} N(1_S, σ²I_t) against Q
-(the allocation of the Gaussian randomizer, F&S 2025 §3, whose k-out-of-t scheme this is). Write
+(the allocation of the Gaussian randomizer: F&S 2025 analyse k-out-of-t allocation; their accountant and
+dp_accounting PR #414 start from this pair for every k — the theorem's text for k > 1 was not retrieved). Write
 t = (k − r)·a + r·(a + 1), a = ⌊t/k⌋, r = t mod k, and cut the t coordinates by a uniformly random ordered
 partition π into k blocks of those sizes; one uniform coordinate from each block is a uniform k-subset
 (its law is permutation-invariant and supported on k-subsets), so P_k = E_π P_π. Given π, (P_π, Q) is up to
