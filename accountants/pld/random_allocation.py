@@ -312,14 +312,15 @@ def spacing(sigma: float, t: int, tail: float, h: float) -> float:
     return max(h, (2 * zt + 1.0 / sigma) / (sigma * MAX_BASE))
 
 
-def _check_spec(spec: DPSGD) -> tuple[float, int, int]:
+def _check_spec(spec: DPSGD) -> tuple[float, int, int, int]:
+    """(σ, t, epochs ⌈T/t⌉, k) of a covered spec; UnsupportedError naming why otherwise."""
     if not isinstance(spec, DPSGD) or not isinstance(spec.sampling, RandomAllocation):
         raise UnsupportedError("the random-allocation PLD covers RandomAllocation sampling only")
     if spec.neighbouring is not Neighbouring.ADD_REMOVE or spec.group_size != 1:
         raise UnsupportedError("the random-allocation PLD covers add-remove for single records: no dominating pair "
                                "is proved for replace-one or groups under random allocation")
     t = spec.sampling.steps_per_epoch
-    return float(spec.noise_multiplier), t, -(-spec.steps // t)
+    return float(spec.noise_multiplier), t, -(-spec.steps // t), spec.sampling.k
 
 
 @dataclass(frozen=True)
@@ -357,9 +358,9 @@ def random_allocation_pld(spec: DPSGD, *, h: float = DEFAULT_SPACING, delta_erro
     check.in_range(0.0, 1.0, closed="neither", delta_error=delta_error)
     from ..rdp.random_allocation import blocks
 
-    sigma, t, epochs = _check_spec(spec)
-    parts = blocks(t, spec.sampling.k)  # type: ignore[union-attr]
-    tail = delta_error / (10.0 * epochs * spec.sampling.k)  # type: ignore[union-attr]
+    sigma, t, epochs, k = _check_spec(spec)
+    parts = blocks(t, k)
+    tail = delta_error / (10.0 * epochs * k)
     h = spacing(sigma, t, tail, h)
     per_size = [(_epoch_steps(sigma, m, h, tail), c) for m, c in parts]
     out = {}
@@ -380,8 +381,7 @@ def theorem(spec: DPSGD) -> str:
     """The theorem line of the PLD upper bound for ``spec``."""
     from ..rdp.random_allocation import blocks
 
-    _, t, epochs = _check_spec(spec)
-    k = spec.sampling.k  # type: ignore[union-attr]
+    _, t, epochs, k = _check_spec(spec)
     if k > 1:
         parts = " + ".join(f"{c}×{m}" for m, c in blocks(t, k))
         return (f"random allocation k={k} of t={t}, {epochs} epoch{'s' if epochs != 1 else ''}: each epoch ≤ the "
