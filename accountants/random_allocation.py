@@ -1,4 +1,4 @@
-"""Random allocation (balls-in-bins, k = 1): a certified lower bound beside the sound upper bound.
+"""Random allocation (k of t steps per epoch; balls-in-bins at k = 1): a certified lower bound beside the upper bound.
 
 The upper bounds are the RDP accountant's (:mod:`accountants.rdp.random_allocation`) and the PLD
 one's (:mod:`accountants.pld.random_allocation`, ``method="pld"``), both through ``accountants.epsilon``.
@@ -14,6 +14,12 @@ shuffle lower bound (:mod:`accountants.shuffle`, whose module docstring gives th
 is below the true δ(ε)); here the pair is (m₁, m₀) = (1, 0) with the record in the epoch with
 probability 1 (full epochs) or r/t (a partial one). Post-processing only lowers δ(ε), so
 ε_lower ≤ the pair's ε ≤ the mechanism's ε.
+
+**k > 1.** The same dataset releases, per full epoch, P = avg_{|S|=k} N(1_S, σ²I_t) against Q = N(0, σ²I_t); its
+maximum coordinate has the closed-form law P(M ≤ c) = Φ(c/σ)^{t−k}·Φ((c−1)/σ)^k (``shifted=k`` of
+:class:`accountants.shuffle._MaxLaw`), certified by the same machinery. A trailing partial epoch (the record is in a
+hypergeometric number of its steps) is dropped: ignoring outputs is post-processing, so the bound stays a lower
+bound; a run shorter than one epoch gets the trivial lower bound 0.
 """
 
 from __future__ import annotations
@@ -34,18 +40,22 @@ def _lower_plds(spec: DPSGD, h: float) -> list:
     from .shuffle import MAX_LATTICE, _compose, _epoch_plds
 
     s = spec.sampling
-    if not isinstance(s, RandomAllocation) or s.k != 1:
-        raise UnsupportedError("the random-allocation lower bound covers balls-in-bins (RandomAllocation with k=1)")
+    if not isinstance(s, RandomAllocation):
+        raise UnsupportedError("the random-allocation lower bound covers RandomAllocation sampling only")
     if spec.neighbouring is not Neighbouring.ADD_REMOVE or spec.group_size != 1:
         raise UnsupportedError("the random-allocation lower bound covers add-remove for single records")
     t = s.steps_per_epoch
     full, rest = divmod(spec.steps, t)
-    types = [(t, 1, 1, min(full, MAX_EPOCHS))] if full else []  # (batches, k, n, count): p = k/n
-    if rest and full < MAX_EPOCHS:
-        types.append((rest, rest, t, 1))
+    # (batches, k, n, shifted, count): the record is in the epoch with probability p = k/n, in `shifted` steps
+    types = [(t, 1, 1, s.k, min(full, MAX_EPOCHS))] if full else []
+    if rest and full < MAX_EPOCHS and s.k == 1:
+        types.append((rest, rest, t, 1, 1))
+    if not types:
+        return []
     step = h
     while True:
-        per = [(_epoch_plds(spec.noise_multiplier, b, k, n, 1.0, 0.0, step), c) for b, k, n, c in types]
+        per = [(_epoch_plds(spec.noise_multiplier, b, k, n, 1.0, 0.0, step, shifted=sh), c)
+               for b, k, n, sh, c in types]
         size = max(sum(len(plds[d].mass) * c for plds, c in per) for d in (0, 1))
         if size <= MAX_LATTICE:
             break
@@ -58,15 +68,16 @@ def _lower_plds(spec: DPSGD, h: float) -> list:
 
 
 def random_allocation_lower_delta(spec: DPSGD, epsilon: float, *, h: float = 2e-3) -> float:
-    """A certified lower bound on δ(ε) of balls-in-bins DP-SGD (module doc).  Bound: lower."""
+    """A certified lower bound on δ(ε) of random-allocation DP-SGD (module doc).  Bound: lower."""
     from .shuffle import _delta_lower_of
 
     check.in_range(0.0, None, closed="left", epsilon=epsilon)
-    return max(_delta_lower_of(pld, err, float(epsilon), step) for pld, err, step in _lower_plds(spec, h))
+    return max((_delta_lower_of(pld, err, float(epsilon), step) for pld, err, step in _lower_plds(spec, h)),
+               default=0.0)
 
 
 def random_allocation_lower_epsilon(spec: DPSGD, delta: float, *, h: float = 2e-3, tol: float = 1e-4) -> float:
-    """A certified lower bound on ε(δ) of balls-in-bins DP-SGD: the lower end of a bisection.  Bound: lower."""
+    """A certified lower bound on ε(δ) of random-allocation DP-SGD: the lower end of a bisection.  Bound: lower."""
     from .shuffle import _lower_epsilon_of
 
     check.in_range(0.0, 1.0, closed="neither", delta=delta)
@@ -85,7 +96,7 @@ def random_allocation_lower_epsilons(spec: DPSGD, deltas: list[float], *, h: flo
 
 
 def random_allocation_bounds(spec: DPSGD, delta: float, method: str = "pld") -> EpsilonBound:
-    """ε(δ) of balls-in-bins DP-SGD: an upper bound with the certified lower end of this module in ``lower``.
+    """ε(δ) of random-allocation DP-SGD: an upper bound with the certified lower end of this module in ``lower``.
 
     ``method="pld"`` (default): the smaller of the PLD upper bound (:mod:`accountants.pld.random_allocation`)
     and the RDP bound, both sound; ``method="rdp"``: the RDP bound alone.

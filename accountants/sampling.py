@@ -159,8 +159,9 @@ class RandomAllocation(Description):
     for every record (k = 1 is *balls-in-bins*: each record lands in one uniformly random batch,
     so batch sizes are Binomial(n, 1/t) and every record is used exactly once per epoch). Accounted
     by :mod:`accountants.rdp.random_allocation` (Feldman & Shenfeld 2025, arXiv 2502.08202; Dong,
-    Chen & Özgür 2025, arXiv 2503.03043) and, at k = 1, by :mod:`accountants.pld.random_allocation`
-    (``method="pld"``), never as Poisson sampling.
+    Chen & Özgür 2025, arXiv 2503.03043) and by :mod:`accountants.pld.random_allocation` (``method="pld"``);
+    k > 1 through a reduction to k balls-in-bins blocks of ⌊t/k⌋ or ⌈t/k⌉ steps (the RDP module's doc),
+    never as Poisson sampling.
 
     Attributes:
         k: steps per epoch in which a record takes part, 1 ≤ k ≤ steps_per_epoch.

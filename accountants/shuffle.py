@@ -166,13 +166,22 @@ def _phi_err(z: np.ndarray) -> np.ndarray:
 @dataclass(frozen=True)
 class _MaxLaw:
     """Law of M = max_t x_t for one epoch of L batches: with probability p = k/n the record is in batch J
-    (uniform) and x ~ N(m·e_J, σ²I_L), else x ~ N(0, σ²I_L). P(M ≤ c) = Φ(c/σ)^{L−1}·[(1−p)Φ(c/σ) + pΦ((c−m)/σ)]."""
+    (uniform) and x ~ N(m·e_J, σ²I_L), else x ~ N(0, σ²I_L). P(M ≤ c) = Φ(c/σ)^{L−1}·[(1−p)Φ(c/σ) + pΦ((c−m)/σ)].
+
+    ``shifted`` = s > 1 (random allocation of s steps per epoch, :mod:`accountants.random_allocation`; needs p = 1):
+    x ~ N(m·1_S, σ²I_L) for a uniform s-subset S, so P(M ≤ c) = Φ(c/σ)^{L−s}·Φ((c−m)/σ)^s. In general
+    F = Φ(z)^{L−s}·b^s, b = (1−p)Φ(z) + pΦ(z_m), which is both."""
 
     sigma: float
     batches: int
     m: float
     k: int  # records' slots used in the epoch (batches·b)
     n: int  # dataset size; p = k/n
+    shifted: int = 1  # coordinates shifted by m when the record is in the epoch (> 1 only with p = 1)
+
+    def __post_init__(self) -> None:
+        if self.shifted != 1 and (self.k < self.n or not 1 <= self.shifted <= self.batches):
+            raise ValueError(f"_MaxLaw: shifted={self.shifted} needs p = 1 and shifted ≤ batches={self.batches}")
 
 
 @dataclass(frozen=True)
@@ -193,7 +202,7 @@ def _edges_float(c: np.ndarray, law: _MaxLaw) -> _Edges:
     (sums of same-signed terms; log1p(−x) for x ≤ 1/2 has relative condition ≤ 1.45; −expm1(x) for
     x ≤ 0 has relative condition ≤ 1 in x).
     """
-    s, L = law.sigma, law.batches
+    s, L, sh = law.sigma, law.batches, law.shifted
     z, zm = c / s, (c - law.m) / s
     ez, ezm = _phi_err(z), _phi_err(zm)
     full = law.k >= law.n
@@ -202,12 +211,13 @@ def _edges_float(c: np.ndarray, law: _MaxLaw) -> _Edges:
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         la, lm = special.log_ndtr(z), special.log_ndtr(zm)
         log_b = lm if full else np.logaddexp(log_q + la, log_p + lm)
-        log_f = (L - 1) * la + log_b
+        log_f = (L - sh) * la + sh * log_b
         weights = abs(log_p) + (abs(log_q) if not full else 0.0) + 1.0
-        err_f = (np.maximum(ez, ezm) + 16 * _U) * (L * np.abs(la) + np.abs(lm) + weights) + 16 * _U * np.abs(log_f)
+        err_f = ((np.maximum(ez, ezm) + 16 * _U) * (L * np.abs(la) + sh * (np.abs(lm) + weights))
+                 + 16 * _U * np.abs(log_f))
         a, am = special.ndtr(-z), special.ndtr(-zm)
         bb = am if full else (law.n - law.k) / law.n * a + law.k / law.n * am
-        log_f_up = (L - 1) * np.log1p(-a) + np.log1p(-bb)  # relative error ≤ 1.45·(e + 3u) + 4u
+        log_f_up = (L - sh) * np.log1p(-a) + sh * np.log1p(-bb)  # relative error ≤ 1.45·(e + 3u) + 4u
         log_s = np.log(-np.expm1(log_f_up))
         # + subnormal Φ(−z) (< 2.2e-308) carry an absolute, not relative, error (≤ 1e-323 each, L + 1 of them)
         err_s = 1.5 * np.maximum(ez, ezm) + 16 * _U + (L + 1) * 1e-300 * np.exp(-log_s)
@@ -255,7 +265,7 @@ def _mp_mass(lo: float, hi: float, law: _MaxLaw) -> tuple[float, float]:
     import mpmath as mp
 
     with mp.workdps(MP_DPS):
-        s, L, p = mp.mpf(law.sigma), law.batches, mp.mpf(law.k) / law.n
+        s, L, p, sh = mp.mpf(law.sigma), law.batches, mp.mpf(law.k) / law.n, law.shifted
 
         def cdf(c: float):  # (F, S) at c, each from the formula accurate on its side
             if c == -math.inf:
@@ -263,8 +273,8 @@ def _mp_mass(lo: float, hi: float, law: _MaxLaw) -> tuple[float, float]:
             if c == math.inf:
                 return mp.mpf(1), mp.mpf(0)
             z, zm = mp.mpf(c) / s, (mp.mpf(c) - law.m) / s
-            f = mp.ncdf(z) ** (L - 1) * ((1 - p) * mp.ncdf(z) + p * mp.ncdf(zm))
-            e_up = (L - 1) * mp.log1p(-mp.ncdf(-z)) + mp.log1p(-((1 - p) * mp.ncdf(-z) + p * mp.ncdf(-zm)))
+            f = mp.ncdf(z) ** (L - sh) * ((1 - p) * mp.ncdf(z) + p * mp.ncdf(zm)) ** sh
+            e_up = (L - sh) * mp.log1p(-mp.ncdf(-z)) + sh * mp.log1p(-((1 - p) * mp.ncdf(-z) + p * mp.ncdf(-zm)))
             return f, -mp.expm1(e_up)
 
         (f0, s0), (f1, s1) = cdf(lo), cdf(hi)
@@ -296,8 +306,10 @@ class _EpochPLD:
     mass: np.ndarray
 
 
-def _epoch_plds(sigma: float, batches: int, k: int, n: int, m1: float, m0: float, h: float) -> list[_EpochPLD]:
-    """Lattice PLDs of (P‖Q) and (Q‖P) for one epoch, P = law of M under MoG(m1), Q = under MoG(m0).
+def _epoch_plds(sigma: float, batches: int, k: int, n: int, m1: float, m0: float, h: float,
+                shifted: int = 1) -> list[_EpochPLD]:
+    """Lattice PLDs of (P‖Q) and (Q‖P) for one epoch, P = law of M under MoG(m1), Q = under MoG(m0)
+    (``shifted``: coordinates moved by m when the record is in, :class:`_MaxLaw`).
 
     Each bin's masses lie in p̂(1 ± R_p), q̂(1 ± R_q) (:func:`_certify`); P‖Q puts p̂(1 − R_p) at the loss
     log(p̂(1 − R_p)) − log(q̂(1 + R_q)) rounded down to the lattice (Q‖P symmetrically): both below the truth.
@@ -309,8 +321,8 @@ def _epoch_plds(sigma: float, batches: int, k: int, n: int, m1: float, m0: float
     width = h * sigma**2 / max(abs(m1 - m0), 1e-12) / 2  # the loss moves by ≈ h/2 from one bin to the next
     n_bins = int(min(max((hi_c - lo_c) / width, 64), 400_000))
     edges = np.linspace(lo_c, hi_c, n_bins)
-    p, rp = _certify(edges, _MaxLaw(sigma, batches, m1, k, n))
-    q, rq = _certify(edges, _MaxLaw(sigma, batches, m0, k, n))
+    p, rp = _certify(edges, _MaxLaw(sigma, batches, m1, k, n, shifted))
+    q, rq = _certify(edges, _MaxLaw(sigma, batches, m0, k, n, shifted))
     keep = (p > 0) & (q > 0)
     p, q, rp, rq = p[keep], q[keep], rp[keep], rq[keep]
     log_p, log_q = np.log(p), np.log(q)

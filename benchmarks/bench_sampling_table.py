@@ -9,7 +9,8 @@ bound where dpaudit has one. Usage::
         [--max-batch 120,100]
 
 Truncated Poisson rows (one per ``--max-batch`` B): q = b/n, cut at B; RDP and PLD of one labelled pair, the
-certified lower end from the realised pair (docs/dominating-pairs.md §4c).
+certified lower end from the realised pair (docs/dominating-pairs.md §4c). The last two rows put random allocation
+with k = 2 (each record in 2 of the same t steps: expected batch 2b) beside Poisson at q = 2b/n.
 
 Runtime: about 1–3 minutes on 2 shared cores (mostly the PLD rows and the two certified lower bounds).
 """
@@ -54,6 +55,11 @@ def rows(sigma: float, steps: int, b: int, n: int, delta: float,
          random_allocation_lower_epsilon),
         *((f"truncated Poisson q = b/n, at most {m}", acc.DPSGD(sigma, acc.TruncatedPoisson(b / n, m, n), steps),
            _pld_lower) for m in max_batches),
+        # k = 2: the same t steps per epoch, each record in 2 of them (expected batch 2b), and its Poisson analogue
+        ("random allocation k = 2 of the same t (expected batch 2b)",
+         acc.DPSGD(sigma, acc.RandomAllocation(2, t), steps), random_allocation_lower_epsilon),
+        ("Poisson q = 2b/n (k = 2's Poisson analogue)",
+         acc.DPSGD(sigma, acc.Poisson(min(1.0, 2 * b / n)), steps), None),
     ]
     out = []
     for name, spec, lower in specs:

@@ -1,4 +1,4 @@
-"""PLD upper bound for balls-in-bins DP-SGD (random allocation, k = 1, add/remove).  Bound: upper.
+"""PLD upper bound for random-allocation DP-SGD (balls-in-bins, k = 1; k > 1 reduced to it; add/remove).  Bound: upper.
 
 **Dominating pair.** One epoch of t adaptive Gaussian steps (noise σ, sensitivity 1 in units of C) in
 which every record sits in one uniformly random step is dominated, in both orders, by the pair
@@ -36,6 +36,15 @@ conditional law of Λ given the spread value.
    by :func:`accountants.pld.compose.compose` (certified FFT round-off, Chernoff window).
 
 The error of the spreads is second order in g (each is a chord of a convex function over one grid cell).
+
+**k > 1** (k of the t steps per epoch, a uniform k-subset). The epoch's Gaussian pair P_k = avg_{|S|=k} N(1_S, σ²I)
+vs Q is, by the reduction proved in :mod:`accountants.rdp.random_allocation` (a uniform k-subset is one uniform step
+from each block of a uniformly random partition of the t steps into k − r blocks of a = ⌊t/k⌋ and r = t mod k of
+a + 1; joint convexity of the hockey-stick divergence in each order), dominated by the product of k − r balls-in-bins
+pairs of a steps and r of a + 1 steps. So each epoch is charged as those k balls-in-bins epochs, composed by the
+same FFT composer (the same lattice g for both sizes). The reduction is Feldman & Shenfeld's (their code,
+github moshenfeld/PLD_accounting at commit 952e91a, composes the same floor/ceil blocks). k = t is the plain
+Gaussian (blocks of one step).
 
 **Float64.** Every mass is an upper bound on the mass of the exact-arithmetic spread: the Gaussian bin
 masses carry the error bound of :func:`accountants.shuffle._phi_err` (scipy's Φ against mpmath), the split
@@ -292,8 +301,8 @@ def _epoch_steps(sigma: float, t: int, g: float, tail: float) -> dict[str, Discr
 
 
 def covers(spec: object) -> bool:
-    """Whether ``spec`` is a single balls-in-bins phase (RandomAllocation(1, t), add/remove, one record)."""
-    return (isinstance(spec, DPSGD) and isinstance(spec.sampling, RandomAllocation) and spec.sampling.k == 1
+    """Whether ``spec`` is a single random-allocation phase (RandomAllocation(k, t), add/remove, one record)."""
+    return (isinstance(spec, DPSGD) and isinstance(spec.sampling, RandomAllocation)
             and spec.neighbouring is Neighbouring.ADD_REMOVE and spec.group_size == 1)
 
 
@@ -303,18 +312,20 @@ def spacing(sigma: float, t: int, tail: float, h: float) -> float:
     return max(h, (2 * zt + 1.0 / sigma) / (sigma * MAX_BASE))
 
 
-def _check_spec(spec: DPSGD) -> tuple[float, int, int]:
-    if not isinstance(spec, DPSGD) or not isinstance(spec.sampling, RandomAllocation) or spec.sampling.k != 1:
-        raise UnsupportedError("the random-allocation PLD covers balls-in-bins (RandomAllocation with k=1)")
+def _check_spec(spec: DPSGD) -> tuple[float, int, int, int]:
+    """(σ, t, epochs ⌈T/t⌉, k) of a covered spec; UnsupportedError naming why otherwise."""
+    if not isinstance(spec, DPSGD) or not isinstance(spec.sampling, RandomAllocation):
+        raise UnsupportedError("the random-allocation PLD covers RandomAllocation sampling only")
     if spec.neighbouring is not Neighbouring.ADD_REMOVE or spec.group_size != 1:
-        raise UnsupportedError("the random-allocation PLD covers add-remove for single records")
+        raise UnsupportedError("the random-allocation PLD covers add-remove for single records: no dominating pair "
+                               "is proved for replace-one or groups under random allocation")
     t = spec.sampling.steps_per_epoch
-    return float(spec.noise_multiplier), t, -(-spec.steps // t)
+    return float(spec.noise_multiplier), t, -(-spec.steps // t), spec.sampling.k
 
 
 @dataclass(frozen=True)
 class RandomAllocationPLD:
-    """Composed PLDs of the two directions of a balls-in-bins run (upper bounds only)."""
+    """Composed PLDs of the two directions of a random-allocation run (upper bounds only)."""
 
     directions: dict[str, ComposedPLD]
     epochs: int
@@ -333,10 +344,11 @@ class RandomAllocationPLD:
 
 def random_allocation_pld(spec: DPSGD, *, h: float = DEFAULT_SPACING, delta_error: float = 1e-12,
                           at_delta: float | None = None, at_epsilon: float | None = None) -> RandomAllocationPLD:
-    """Discretise one epoch (module doc) and compose ⌈T/t⌉ epochs in each direction.
+    """Discretise one epoch (module doc) and compose ⌈T/t⌉ epochs in each direction (k > 1: each epoch as the
+    balls-in-bins epochs of its blocks, :func:`accountants.rdp.random_allocation.blocks`).
 
     Args:
-        spec: balls-in-bins DP-SGD (RandomAllocation(1, t), add/remove, group 1).
+        spec: random-allocation DP-SGD (RandomAllocation(k, t), add/remove, group 1).
         h: lattice spacing = log of the grid ratio.
         delta_error: δ budget of the truncated tails (≤ delta_error/10) and of the FFT window.
         at_delta, at_epsilon: the query (sets the Chernoff tilt of the composition, as in
@@ -344,13 +356,16 @@ def random_allocation_pld(spec: DPSGD, *, h: float = DEFAULT_SPACING, delta_erro
     """
     check.positive(h=h)
     check.in_range(0.0, 1.0, closed="neither", delta_error=delta_error)
-    sigma, t, epochs = _check_spec(spec)
-    tail = delta_error / (10.0 * epochs)
+    from ..rdp.random_allocation import blocks
+
+    sigma, t, epochs, k = _check_spec(spec)
+    parts = blocks(t, k)
+    tail = delta_error / (10.0 * epochs * k)
     h = spacing(sigma, t, tail, h)
-    steps = _epoch_steps(sigma, t, h, tail)
+    per_size = [(_epoch_steps(sigma, m, h, tail), c) for m, c in parts]
     out = {}
-    for name, st in steps.items():
-        d = [(st, epochs)]
+    for name in ("remove", "add"):
+        d = [(st[name], epochs * c) for st, c in per_size]
         tilt = (0.0, 0.0) if at_delta is None and at_epsilon is None else chernoff_tilt(
             d, delta=at_delta, epsilon=at_epsilon)
         win = window(d, delta_error / 10.0, *tilt)
@@ -364,7 +379,16 @@ def random_allocation_pld(spec: DPSGD, *, h: float = DEFAULT_SPACING, delta_erro
 
 def theorem(spec: DPSGD) -> str:
     """The theorem line of the PLD upper bound for ``spec``."""
-    _, t, epochs = _check_spec(spec)
+    from ..rdp.random_allocation import blocks
+
+    _, t, epochs, k = _check_spec(spec)
+    if k > 1:
+        parts = " + ".join(f"{c}×{m}" for m, c in blocks(t, k))
+        return (f"random allocation k={k} of t={t}, {epochs} epoch{'s' if epochs != 1 else ''}: each epoch ≤ the "
+                f"balls-in-bins PLDs of blocks of {parts} steps composed (uniform k-subset = one step per block of a "
+                "random partition; joint convexity; the reduction of Feldman-Shenfeld's accountant), each the "
+                "dominating pair (1/m)Σ_j N(e_j,σ²I) vs N(0,σ²I) (Feldman-Shenfeld 2025 Thm 3.1), mean-preserving "
+                "spreads on a geometric grid, both directions")
     return (f"balls-in-bins (random allocation, k=1 of t={t}), {epochs} epoch{'s' if epochs != 1 else ''}: PLD of "
             "the dominating pair (1/t)Σ_j N(e_j,σ²I) vs N(0,σ²I) (Feldman-Shenfeld 2025 Thm 3.1; Chua et al. 2025 "
             "Thm 1), mean-preserving spreads on a geometric grid, both directions")
@@ -372,7 +396,7 @@ def theorem(spec: DPSGD) -> str:
 
 def random_allocation_pld_epsilon(spec: DPSGD, delta: float, *, h: float = DEFAULT_SPACING,
                                   delta_error: float | None = None) -> float:
-    """Certified upper bound on ε(δ) of balls-in-bins DP-SGD by PLD (module doc).  Bound: upper."""
+    """Certified upper bound on ε(δ) of random-allocation DP-SGD by PLD (module doc).  Bound: upper."""
     check.in_range(0.0, 1.0, closed="neither", delta=delta)
     beta = delta * 1e-3 if delta_error is None else float(delta_error)
     return random_allocation_pld(spec, h=h, delta_error=beta, at_delta=delta).epsilon_upper(delta)
@@ -380,7 +404,7 @@ def random_allocation_pld_epsilon(spec: DPSGD, delta: float, *, h: float = DEFAU
 
 def random_allocation_pld_delta(spec: DPSGD, epsilon: float, *, h: float = DEFAULT_SPACING,
                                 delta_error: float = 1e-12) -> float:
-    """Certified upper bound on δ(ε) of balls-in-bins DP-SGD by PLD (module doc).  Bound: upper."""
+    """Certified upper bound on δ(ε) of random-allocation DP-SGD by PLD (module doc).  Bound: upper."""
     check.in_range(0.0, None, closed="left", epsilon=epsilon)
     check.finite(epsilon=epsilon)
     return random_allocation_pld(spec, h=h, delta_error=delta_error, at_epsilon=float(epsilon)).delta_upper(epsilon)

@@ -187,7 +187,7 @@ def test_rdp_wins_where_it_is_tighter_and_says_so(monkeypatch):
 
 
 def test_unsupported_elsewhere():
-    for spec in (acc.DPSGD(1.0, acc.RandomAllocation(2, 10), 30),
+    for spec in (acc.DPSGD(1.0, acc.RandomAllocation(2, 10), 30, "replace-one"),
                  acc.DPSGD(1.0, acc.RandomAllocation(1, 10), 30, group_size=2)):
         with pytest.raises(acc.UnsupportedError):
             random_allocation_pld(spec)
