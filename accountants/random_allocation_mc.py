@@ -3,13 +3,15 @@
 Not an accountant: it certifies nothing and neither passes nor fails anything. It is the independent
 cross-check of the certified bracket of :mod:`accountants.random_allocation` (lower) and
 :mod:`accountants.pld.random_allocation` (upper), in the manner of Chua et al., "Balls-and-bins sampling
-for DP-SGD" (arXiv 2412.16802, §5: sample the privacy loss, average the hockey-stick summands) and of
-jax_privacy's experimental Monte Carlo accountant (``jax_privacy/experimental/monte_carlo``).
+for DP-SGD" (arXiv 2412.16802: sample the privacy loss, average the hockey-stick summands, bound the error
+with a Chernoff bound) and of jax_privacy's experimental Monte Carlo accountant
+(``jax_privacy/experimental/monte_carlo/delta_calculation.py``, google-deepmind/jax_privacy @20b7d3a).
 
 The pair. Scaled by the clip norm, each epoch of t steps of RandomAllocation(k, t) releases, for the
 worst-case dataset (every other record's gradient 0, the record's +C·e),
-P = C(t,k)⁻¹ Σ_{|S|=k} N(1_S, σ²I_t) with the record against Q = N(0, σ²I_t) without it (Feldman &
-Shenfeld 2025, arXiv 2502.08202, Thm 3.1 and Claim D.3; at k = 1 Chua et al. Thm 1). Its per-epoch
+P = C(t,k)⁻¹ Σ_{|S|=k} N(1_S, σ²I_t) with the record against Q = N(0, σ²I_t) without it. At k = 1 this is
+also the dominating pair of every run (Feldman & Shenfeld 2025, arXiv 2502.08202, Thm 3.1 and Claim D.3;
+Chua et al. Thm 1), so its δ(ε) is the mechanism's; at k > 1 it is this dataset's pair. Its per-epoch
 privacy loss is L = log(dP/dQ)(x) = log(e_k(y) / C(t,k)), y_j = exp((x_j − 1/2)/σ²), e_k the elementary
 symmetric polynomial (k = 1: L = log((1/t) Σ_j y_j)). A trailing partial epoch of r < t steps releases
 only r coordinates: dP/dQ = Σ_m C(t−r, k−m)/C(t,k) · e_m(y_1..y_r) (the record's k-subset meets the r
