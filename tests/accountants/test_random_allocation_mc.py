@@ -116,6 +116,15 @@ def test_epsilon_interval_contains_the_gaussian_closed_form():
     assert got.upper - got.lower < 0.5
 
 
+@pytest.mark.parametrize(("k", "t", "steps"), [(1, 10, 25), (2, 5, 5), (2, 5, 7), (3, 6, 4), (2, 4, 12)])
+def test_both_directions_agree_at_epsilon_zero(k, t, steps):
+    # δ_remove(0) = E_P[(1 − e^{−L})₊] = TV(P, Q) = E_Q[(1 − e^{L})₊] = δ_add(0) for any pair: the P draws, the Q
+    # draws and the loss must agree (k > 1 and partial epochs included). Each interval holds at 99.95 %.
+    est = random_allocation_mc_delta(_spec(0.9, t, steps, k), 0.0, samples=40_000, seed=23)
+    assert est.remove.lower <= est.add.upper and est.add.lower <= est.remove.upper
+    assert est.remove.estimate > 0.2  # far from 0: the check has teeth
+
+
 @pytest.mark.parametrize(("sigma", "eps"), [(0.7, 8.0), (1.0, 4.0), (2.0, 0.5)])
 def test_conditioned_estimate_contains_the_gaussian_closed_form(sigma, eps):
     # Drawing on the max event (one epoch, t = 1): same estimand, δ = 1.1e-7 at σ = 0.7, ε = 8 resolved to ±2 %
