@@ -146,10 +146,10 @@ def test_shuffled_batches_bound_is_gdp_five_thirds():
 
 
 @pytest.mark.parametrize(("bug", "p"), [("noise_reused", 1 - 0.5 ** 10), ("noise_missing_bias", 1 - 0.5 ** 10),
-                                    ("noise_every_other_step", 1 - 0.5 ** 5), ("no_clipping", 1.0)])
+                                    ("noise_every_other_step", 1 - 0.5 ** 10), ("no_clipping", 1.0)])
 def test_revealing_bugs_curve_is_one_minus_p_times_one_minus_alpha(bug, p):
-    """A transcript that reveals the canary with probability p (and is the out-transcript otherwise) has every test's
-    FNR ≥ (1 − p)(1 − FPR); at δ = 1e-5 < p its ε is ∞."""
+    """A transcript that is the out-transcript with probability 1 − p (the canary in no step: (1 − q)^T) has every
+    test's FNR ≥ (1 − p)(1 − FPR); at δ = 1e-5 < p the bound's ε is ∞."""
     wc = bench.worst_case(bug)
     a = torch.tensor([0.0, 0.25, 0.5, 1.0], dtype=torch.float64)
     assert torch.allclose(wc.curve()(a), (1 - p) * (1 - a), atol=1e-12)
