@@ -175,3 +175,23 @@ def test_optimal_sequential_on_the_claim_and_on_a_revealing_bug():
     assert hits == 0
     hits, spent = bench.optimal_sequential(bench.worst_case("noise_missing_bias").curve(), claim, reps=3, ceiling=2000)
     assert hits == 3 and spent == [250, 250, 250]
+
+
+def test_scale_witness_matches_simulation():
+    """The χ² witness of a noise scale that depends on the canary (ceil_batch: 50/51 over T·(650 − 101) = 5,490
+    noise-only coordinates): simulated norms of N(0, I) and N(0, ρ²I) reproduce its (FPR, FNR) = (0.01, 0.606)
+    within sampling error (4,000 draws per side: FNR standard error 0.008, tolerance 0.04), and the point lies
+    far below the claim's curve (0.962 at FPR 0.01)."""
+    dims, rho = 10 * (650 - 101), 50 / 51
+    wc = bench.worst_case("ceil_batch")
+    assert wc.witness == pytest.approx(bench.scale_witness(rho, dims))
+    fpr, fnr = wc.witness
+    assert fnr == pytest.approx(0.606, abs=0.002)  # scipy.stats.chi2 1.17
+    rng = np.random.default_rng(0)
+    out = np.array([np.sum(rng.standard_normal(dims) ** 2) for _ in range(4000)])
+    inn = np.array([np.sum((rho * rng.standard_normal(dims)) ** 2) for _ in range(4000)])
+    t = np.quantile(out, fpr)
+    assert np.mean(inn > t) == pytest.approx(fnr, abs=0.04)
+    _, _, curves = bench._setup()
+    assert float(curves.best(torch.tensor([fpr], dtype=torch.float64))) > fnr + 0.3
+    assert bench.worst_case("opacus_rate").witness[1] < 1e-100  # σC/33 against σC/50: the worlds are separated
