@@ -729,7 +729,8 @@ CANARY_ESTIMATES = {
 
 
 def optimal_sequential(curve: acc.TradeOff, claim, *, reps: int = REACH_REPLICATES, ceiling: int = SEQ_CEILING,
-                       significance: float = SIGNIFICANCE / 2, futility: bool = True, seed: int = 0):
+                       significance: float = SIGNIFICANCE / 2, futility: bool = True, futility_z: float | None = None,
+                       seed: int = 0):
     """The black-box default's sequential test on the optimal attack's scores (the canonical pair of ``curve``,
     audit/tightness.py): (violations, trials spent per replicate). Without futility its rejection rate bounds the
     test's with futility on the same trials from above (futility only ends an audit with a pass)."""
@@ -745,7 +746,9 @@ def optimal_sequential(curve: acc.TradeOff, claim, *, reps: int = REACH_REPLICAT
         xin, xout = tightness.canonical_scores(curve, int(m.sum()), int((~m).sum()), rng=rng, _table=table)
         s = np.empty(ceiling)
         s[m], s[~m] = xin, xout
-        res = statistics.sequential_test(s, m, claim, significance=significance, max_trials=ceiling, futility=futility)
+        extra = {} if futility_z is None else {"futility_z": futility_z}
+        res = statistics.sequential_test(s, m, claim, significance=significance, max_trials=ceiling, futility=futility,
+                                         **extra)
         hits += res.violated
         spent.append(res.trials)
     return hits, spent
@@ -763,7 +766,8 @@ def _black_box_result(rows: list[dict], bug: str) -> str:
     return f"{verdict} {sum(caught)}/{len(seeds)} ({stops})"
 
 
-def ceiling_reach(seq: list[str], reps: int = REACH_REPLICATES, ceiling: int = SEQ_CEILING) -> None:
+def ceiling_reach(seq: list[str], reps: int = REACH_REPLICATES, ceiling: int = SEQ_CEILING,
+                  futility_z: float | None = None) -> None:
     """Markdown: per bug, its worst-case mechanism, ε, what the optimal attack on it certifies at the ceiling, whether
     the ceiling allows catching it, and the black-box default's measured sequential result (JSONL ``seq``)."""
     import numpy as np
@@ -789,7 +793,8 @@ def ceiling_reach(seq: list[str], reps: int = REACH_REPLICATES, ceiling: int = S
         eps_cert = tightness.certifiable_epsilon_on_curve(curve, ceiling // 2, ceiling - ceiling // 2, delta=DELTA,
                                                           significance=level, replicates=11)
         hits, _ = optimal_sequential(curve, claim, reps=reps, ceiling=ceiling, futility=False)
-        hits_f, spent = optimal_sequential(curve, claim, reps=reps, ceiling=ceiling, futility=True)
+        hits_f, spent = optimal_sequential(curve, claim, reps=reps, ceiling=ceiling, futility=True,
+                                           futility_z=futility_z)
         witnessed = wc.witness is not None and wc.witness[1] < float(claim(np.array([wc.witness[0]]))[0]) - 0.1
         allowed = ("— (the null)" if bug == "correct" else
                    ("yes" if wc.bound == "exact" else "yes (witness)" if witnessed else "not excluded")
@@ -808,7 +813,8 @@ def ceiling_reach(seq: list[str], reps: int = REACH_REPLICATES, ceiling: int = S
     print("|---|---|---|---|")
     for bug, wc in CANARY_ESTIMATES.items():
         hits, _ = optimal_sequential(wc.curve(), claim, reps=reps, ceiling=ceiling, futility=False)
-        hits_f, _ = optimal_sequential(wc.curve(), claim, reps=reps, ceiling=ceiling, futility=True)
+        hits_f, _ = optimal_sequential(wc.curve(), claim, reps=reps, ceiling=ceiling, futility=True,
+                                       futility_z=futility_z)
         print(f"| {bug} | {wc.mechanism} | {wc.epsilon():.2f} | {hits}/{reps}; {hits_f}/{reps} |", flush=True)
 
 
@@ -898,6 +904,7 @@ def main() -> None:
     rc = sub.add_parser("reach-ceiling", help="which bugs the sequential ceiling allows a black-box audit to catch")
     rc.add_argument("seq", nargs="*", help="JSONL files of `sequential` (the black-box results column)")
     rc.add_argument("--reps", type=int, default=REACH_REPLICATES)
+    rc.add_argument("--futility-z", type=float, default=None, help="futility's z (default: the test's, 0.25)")
     t = sub.add_parser("table", help="markdown table from the JSONL results")
     t.add_argument("study")
     t.add_argument("false_alarm", nargs="?")
@@ -934,7 +941,7 @@ def main() -> None:
     elif args.cmd == "reach":
         reach()
     elif args.cmd == "reach-ceiling":
-        ceiling_reach(args.seq, args.reps)
+        ceiling_reach(args.seq, args.reps, futility_z=args.futility_z)
     else:
         table(args.study, args.false_alarm)
 
