@@ -594,9 +594,11 @@ class WorstCase:
     """A sound upper bound on one bug's leak under the benchmark's claim: a curve at or below the transcript's.
 
     Exactly one of ``spec`` (a DP-SGD whose PLD curve is the bound), ``gdp`` (a μ-GDP bound) and ``exposed``
-    (the probability p that the transcript reveals the canary outright; the curve (1 − p)(1 − α), p = 1 for a leak
-    no finite bound covers) is set. ``bound``: "exact" (the bug's worst record attains it), "upper" (sound, may be
-    loose), "trivial" (no finite bound derived: the vacuous curve 0) or "estimate" (from a measurement).
+    (p: the in-transcript is the out-transcript with probability 1 − p, so the curve is (1 − p)(1 − α); p = 1, the
+    vacuous curve 0, for a leak no finite bound covers) is set. ``witness``: an achievable (FPR, FNR) of the
+    transcript (a lower bound on the leak: shows a "trivial" row allowed). ``bound``: "exact" (the bug's worst
+    record attains it), "upper" (sound, may be loose), "trivial" (no finite bound derived: the vacuous curve 0) or
+    "estimate" (from a measurement).
     """
 
     mechanism: str
