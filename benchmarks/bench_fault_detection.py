@@ -48,6 +48,12 @@ mechanism's own scores: its false alarms at the null's boundary, its power on a 
     PYTHONPATH=. python benchmarks/bench_fault_detection.py sequential --out /tmp/seq.jsonl --seeds 5
     PYTHONPATH=. python benchmarks/bench_fault_detection.py sequential-table /tmp/seq.jsonl
     PYTHONPATH=. python benchmarks/bench_fault_detection.py sequential-null --reps 400
+    PYTHONPATH=. python benchmarks/bench_fault_detection.py reach-ceiling /tmp/seq.jsonl --reps 40
+
+``reach-ceiling`` answers "which bugs does the 20,000-trial ceiling allow a black-box audit to catch?": each bug's
+worst-case mechanism (``worst_case``: a sound upper bound on the transcript's leak, which bounds every black-box
+view by post-processing), the optimal attack on it played through the same sequential test, and the measured
+black-box result from ``sequential``'s JSONL.
 
 ``conformance`` runs the white-box default's third audit (issue 25, audit/conformance.py): the
 dead_feature canary on the audit's own smaller dataset (``conformance.natural_records``: 40 records at
@@ -64,6 +70,7 @@ import json
 import math
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -73,6 +80,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "examples" / "own_training"))
 
 import accountants as acc  # noqa: E402
+from accountants.tradeoff import PiecewiseLinearTradeOff  # noqa: E402
 from attacks import canaries, data, plugin  # noqa: E402
 from audit import comparator  # noqa: E402
 
@@ -573,6 +581,245 @@ def reach(seeds: int = 20) -> None:
         print(f"sensitivity {k:.2f} C (eps_true {e:.2f}): caught in {caught}/{seeds} audits of {n} trials")
 
 
+# ---- what the 20,000-trial ceiling allows a black-box audit to catch (issue 25) -----------------------------------
+#
+# The final model is a function of the transcript of updates (θ_1, …, θ_T), so any black-box score is a post-processing
+# of it: by the data-processing inequality its trade-off curve lies on or above the transcript's. A bug's worst-case
+# mechanism below is a pair whose curve lies at or *below* the transcript's for every record the canary could be (a
+# sound upper bound on the leak): no black-box audit, with any canary and any score, faces an easier alternative.
+
+
+@dataclass(frozen=True)
+class WorstCase:
+    """A sound upper bound on one bug's leak under the benchmark's claim: a curve at or below the transcript's.
+
+    Exactly one of ``spec`` (a DP-SGD whose PLD curve is the bound), ``gdp`` (a μ-GDP bound) and ``exposed``
+    (p: the in-transcript is the out-transcript with probability 1 − p, so the curve is (1 − p)(1 − α); p = 1, the
+    vacuous curve 0, for a leak no finite bound covers) is set. ``witness``: an achievable (FPR, FNR) of the
+    transcript (a lower bound on the leak: shows a "trivial" row allowed). ``bound``: "exact" (the bug's worst
+    record attains it), "upper" (sound, may be loose), "trivial" (no finite bound derived: the vacuous curve 0) or
+    "estimate" (from a measurement).
+    """
+
+    mechanism: str
+    bound: str
+    spec: acc.DPSGD | None = None
+    gdp: float | None = None
+    exposed: float | None = None
+    witness: tuple[float, float] | None = None  # an achievable (FPR, FNR) of the transcript: a lower bound on the leak
+
+    def curve(self) -> acc.TradeOff:
+        """The lower trade-off curve of the bound."""
+        if self.spec is not None:
+            return acc.tradeoff_curve(self.spec, method="pld")
+        if self.gdp is not None:
+            return acc.TradeOff.from_gdp(self.gdp)
+        p = float(self.exposed if self.exposed is not None else 1.0)
+        return PiecewiseLinearTradeOff(torch.tensor([0.0, 1.0], dtype=torch.float64),
+                                       torch.tensor([1.0 - p, 0.0], dtype=torch.float64), bound="lower",
+                                       description=f"revealed with probability {p:.6g}")
+
+    def epsilon(self, delta: float = DELTA) -> float:
+        """ε at ``delta`` of the bound (upper side: the PLD accountant's, or the GDP closed form; ∞ when p > δ)."""
+        if self.spec is not None:
+            return float(acc.epsilon(self.spec, delta, method="pld").value)
+        if self.gdp is not None:
+            return float(acc.TradeOff.from_gdp(self.gdp).epsilon(delta))
+        return math.inf if float(self.exposed if self.exposed is not None else 1.0) > delta else 0.0
+
+
+N_DATA, N_PARAMS = 100, 10 * 64 + 10
+
+
+def scale_witness(ratio: float, dims: int, fpr: float = 0.01) -> tuple[float, float]:
+    """(FPR, FNR) of the test "in iff ‖x‖² is on the in-side" for x ~ N(0, s²I_dims) out, N(0, (ratio·s)²I_dims) in.
+
+    An achievable point of the transcript's curve when the noise's scale depends on the canary: the update's
+    component orthogonal to the span of the N + 1 per-example gradients at θ_t (known to a white box that knows
+    the data) is the noise alone, dims = T·(d − N − 1) coordinates over the run. ‖x‖²/s² is χ²_dims out and
+    ratio²·χ²_dims in, so FNR = P(ratio²χ² > t) with P(χ² ≤ t) = FPR when ratio < 1 (mirror image when > 1).
+    """
+    from scipy import stats
+
+    if ratio < 1:
+        t = stats.chi2.ppf(fpr, dims)
+        return fpr, float(stats.chi2.sf(t / ratio ** 2, dims))
+    t = stats.chi2.isf(fpr, dims)
+    return fpr, float(stats.chi2.cdf(t / ratio ** 2, dims))
+
+
+def worst_case(bug: str, *, sigma: float = SIGMA, q: float = Q, steps: int = STEPS, batch: int = B) -> WorstCase:
+    """The worst-case mechanism of ``bug`` (a key of :data:`BUGS`) under the claim (σ, Poisson q, T steps, C, B).
+
+    In units of C (the noise on the sum is σ·C), one record's pre-noise contribution Δ per step, under add/remove:
+
+    - ``per_layer_clip``: L = 2 tensors clipped to C each, Δ ≤ √L·C: DP-SGD with noise multiplier σ/√L (exact:
+      a record whose every tensor's gradient exceeds C);
+    - ``clip_sum``, ``accum_clip_sum``: the sum is projected onto the ball of radius C, whose diameter is 2C, so
+      Δ ≤ 2C: DP-SGD σ/2 (attained in the limit by a huge gradient opposing the batch's sum);
+    - ``mean_times_batch``: B·(S + g)/(n + 1) − B·S/n = B·(g − S/n)/(n + 1) has norm ≤ 2BC/(n + 1) ≤ BC for n ≥ 1
+      other records in the batch, and B·g ≤ BC alone: DP-SGD σ/B (upper; n = 0 has probability 2^-100 here);
+    - ``noise_div_batch_twice``: noise σC/B on a sum of sensitivity C: DP-SGD σ/B (exact);
+    - ``mask_once``: the canary is in all T steps (probability q) or in none; given in, T adaptive Gaussian steps
+      of sensitivity C compose to one Gaussian of sensitivity √T·C: one Poisson-subsampled step, σ/√T (exact);
+    - ``shuffled_batches``: two batches per epoch; adding the canary to a batch of ⌊101/2⌋ = 50 slots moves one
+      other record r to the second batch (a uniform 49-subset is a uniform 50-subset less a uniform element), so
+      an epoch's shift is (g − g_r, g_r), norm² ≤ 5C², or g alone: 5 epochs of Gaussians, μ ≤ √(5·5)/σ (upper;
+      the canary's own 5 steps alone give √5/σ, not a bound under add/remove);
+    - ``noise_reused`` (differences of updates are noise-free), ``noise_missing_bias`` (the bias is noise-free),
+      ``noise_every_other_step`` (odd steps are noise-free): with probability (1 − q)^T the canary is in no step
+      and the transcript is the out-transcript, so every test has FNR ≥ (1 − q)^T·(1 − FPR): the curve
+      (1 − p)(1 − α), p = 1 − (1 − q)^T (upper; ε = ∞ at δ < p: the canary is revealed whenever it is in a
+      noise-free step, so the bound is nearly attained);
+    - ``no_clipping`` (Δ unbounded), ``realised_batch_norm`` and ``ceil_batch`` (the noise's scale, σC/|B_t| or
+      σC/⌈Nq⌉, depends on the canary: a high-dimensional white box reads it), ``opacus_rate`` (rate and scale
+      both change with the canary): no finite bound derived, the vacuous curve 0 (trivial);
+    - ``float16_clip``: Δ ≤ 1.001·C, from the measured relative error 6.1e-4 of the float16 norm (``sensitivity``):
+      an estimate, not a bound;
+    - ``correct`` (and the other correct trainers): the claim itself, DP-SGD σ (exact).
+    """
+    if bug not in BUGS and bug != "opacus_correct":
+        raise ValueError(f"bug must be one of {sorted(BUGS)}; got {bug!r}")
+    pois = acc.Poisson(q)
+    if bug in CORRECT or bug == "opacus_correct":
+        return WorstCase("the claim: DP-SGD σ", "exact", spec=acc.DPSGD(sigma, pois, steps))
+    if bug == "per_layer_clip":
+        return WorstCase("Δ = √2·C: DP-SGD σ/√2", "exact", spec=acc.DPSGD(sigma / math.sqrt(2), pois, steps))
+    if bug in ("clip_sum", "accum_clip_sum"):
+        return WorstCase("Δ = 2C (diameter of the C-ball): DP-SGD σ/2", "exact", spec=acc.DPSGD(sigma / 2, pois, steps))
+    if bug in ("mean_times_batch", "noise_div_batch_twice"):
+        what = "Δ ≤ B·C" if bug == "mean_times_batch" else "noise σC/B"
+        return WorstCase(f"{what}: DP-SGD σ/B", "upper" if bug == "mean_times_batch" else "exact",
+                         spec=acc.DPSGD(sigma / batch, pois, steps))
+    if bug == "mask_once":
+        return WorstCase("in all T steps w.p. q or none: one step, σ/√T", "exact",
+                         spec=acc.DPSGD(sigma / math.sqrt(steps), pois, 1))
+    if bug == "shuffled_batches":
+        epochs = steps // 2
+        return WorstCase(f"{epochs} epochs, shift² ≤ 5C² each: μ = √{5 * epochs}/σ", "upper",
+                         gdp=math.sqrt(5 * epochs) / sigma)
+    if bug in ("noise_reused", "noise_missing_bias", "noise_every_other_step"):
+        return WorstCase(f"out-transcript only when in no step: p = 1 − (1 − q)^{steps}", "upper",
+                         exposed=1.0 - (1.0 - q) ** steps)
+    if bug == "float16_clip":
+        return WorstCase("Δ ≤ 1.001·C (measured float16 error)", "estimate", spec=acc.DPSGD(sigma / 1.001, pois, steps))
+    dims = steps * (N_PARAMS - N_DATA - 1)
+    if bug == "ceil_batch":  # the sum divided by ⌈101·q⌉ = 51 with the canary, 50 without
+        return WorstCase("noise scale σC/51 instead of σC/50 with the canary", "trivial", exposed=1.0,
+                         witness=scale_witness(math.floor(N_DATA * q) / math.ceil((N_DATA + 1) * q), dims))
+    if bug == "opacus_rate":  # 1/len(loader): q = 1/3 and B = int(101/3) = 33 with the canary; 1/2 and 50 without
+        b_in = int((N_DATA + 1) / math.ceil((N_DATA + 1) / batch))
+        return WorstCase("rate 1/3 and scale σC/33 with the canary", "trivial", exposed=1.0,
+                         witness=scale_witness(batch / b_in, dims))
+    return WorstCase({"no_clipping": "Δ unbounded", "realised_batch_norm": "noise scale σC/|B_t| reveals |B_t|"}[bug],
+                     "trivial", exposed=1.0)
+
+
+REACH_REPLICATES = 40
+
+# What the offered black-box canaries (blank, mean image) can leak under the bugs they miss: estimates, not bounds.
+CANARY_ESTIMATES = {
+    "clip_sum": WorstCase("natural records and offered canaries move the clipped sum ≤ 0.65·C (`sensitivity`)",
+                          "estimate", spec=acc.DPSGD(SIGMA / 0.65, acc.Poisson(Q), STEPS)),
+    "per_layer_clip": WorstCase("blank canary: weight C, bias ≈ 0.9·C, total ≈ 1.35·C (mean image: bias alone, C)",
+                                "estimate", spec=acc.DPSGD(SIGMA / 1.35, acc.Poisson(Q), STEPS)),
+    "mean_times_batch": WorstCase("the largest change over natural records and canaries: 1.45·C (`sensitivity`)",
+                                  "estimate", spec=acc.DPSGD(SIGMA / 1.45, acc.Poisson(Q), STEPS)),
+    "shuffled_batches": WorstCase("the canary's own 5 of 10 steps at C, no record moved: μ = √5/σ", "estimate",
+                                  gdp=math.sqrt(STEPS // 2) / SIGMA),
+}
+
+
+def optimal_sequential(curve: acc.TradeOff, claim, *, reps: int = REACH_REPLICATES, ceiling: int = SEQ_CEILING,
+                       significance: float = SIGNIFICANCE / 2, futility: bool = True, futility_z: float | None = None,
+                       seed: int = 0):
+    """The black-box default's sequential test on the optimal attack's scores (the canonical pair of ``curve``,
+    audit/tightness.py): (violations, trials spent per replicate). Without futility its rejection rate bounds the
+    test's with futility on the same trials from above (futility only ends an audit with a pass)."""
+    import numpy as np
+
+    from audit import statistics, tightness
+
+    table = tightness._quantile_function(curve)
+    rng = np.random.default_rng(seed)
+    hits, spent = 0, []
+    for _ in range(reps):
+        m = rng.random(ceiling) < 0.5
+        xin, xout = tightness.canonical_scores(curve, int(m.sum()), int((~m).sum()), rng=rng, _table=table)
+        s = np.empty(ceiling)
+        s[m], s[~m] = xin, xout
+        extra = {} if futility_z is None else {"futility_z": futility_z}
+        res = statistics.sequential_test(s, m, claim, significance=significance, max_trials=ceiling, futility=futility,
+                                         **extra)
+        hits += res.violated
+        spent.append(res.trials)
+    return hits, spent
+
+
+def _black_box_result(rows: list[dict], bug: str) -> str:
+    rs = [r for r in rows if r["trainer"] == bug]
+    if not rs:
+        return "not run"
+    seeds = sorted({r["seed"] for r in rs})
+    caught = [any(r["caught"] for r in rs if r["seed"] == s) for s in seeds]
+    stops = ", ".join(f"{r['design'].removeprefix('bb_').removesuffix('_loss')} {r['stopped']} at {r['trials']:,}"
+                      for r in rs)
+    verdict = "caught" if all(caught) else "missed" if not any(caught) else "partly"
+    return f"{verdict} {sum(caught)}/{len(seeds)} ({stops})"
+
+
+def ceiling_reach(seq: list[str], reps: int = REACH_REPLICATES, ceiling: int = SEQ_CEILING,
+                  futility_z: float | None = None) -> None:
+    """Markdown: per bug, its worst-case mechanism, ε, what the optimal attack on it certifies at the ceiling, whether
+    the ceiling allows catching it, and the black-box default's measured sequential result (JSONL ``seq``)."""
+    import numpy as np
+
+    from audit import statistics, tightness
+
+    _, _, curves = _setup()
+    f = curves.best
+    claim = lambda a: f(torch.as_tensor(a, dtype=torch.float64)).numpy()  # noqa: E731
+    level = statistics.look_levels(len(statistics.look_schedule(ceiling)), SIGNIFICANCE / 2)[-1]
+    rows = [json.loads(line) for p in seq for line in Path(p).read_text().splitlines()]
+    print(f"claim ε = {curves.epsilon_best:.3f} (δ = {DELTA:g}); ceiling {ceiling:,} trials; each audit at "
+          f"{SIGNIFICANCE / 2:g}, the ceiling look at {level:.4g}; {reps} seeded optimal audits per row")
+    print("| bug | worst-case mechanism (bound) | worst-case ε | ε_certifiable at the ceiling | optimal attack: "
+          "violations (no futility; with futility), median trials | ceiling allows? | black-box sequential |")
+    print("|---|---|---|---|---|---|---|")
+    notes: list[str] = []
+    for bug in BUGS:
+        if bug in CORRECT and bug != "correct":
+            continue
+        wc = worst_case(bug)
+        curve = wc.curve()
+        eps_cert = tightness.certifiable_epsilon_on_curve(curve, ceiling // 2, ceiling - ceiling // 2, delta=DELTA,
+                                                          significance=level, replicates=11)
+        hits, _ = optimal_sequential(curve, claim, reps=reps, ceiling=ceiling, futility=False)
+        hits_f, spent = optimal_sequential(curve, claim, reps=reps, ceiling=ceiling, futility=True,
+                                           futility_z=futility_z)
+        witnessed = wc.witness is not None and wc.witness[1] < float(claim(np.array([wc.witness[0]]))[0]) - 0.1
+        allowed = ("— (the null)" if bug == "correct" else
+                   ("yes" if wc.bound == "exact" else "yes (witness)" if witnessed else "not excluded")
+                   if 2 * hits >= reps else "no" if wc.bound in ("exact", "upper") else "no (estimate)")
+        if wc.witness is not None:
+            a, b = wc.witness
+            notes.append(f"{bug}: an achievable test of the transcript has (FPR, FNR) = ({a:g}, {b:.3g}); "
+                         f"the claim's curve there: {float(claim(np.array([a]))[0]):.3f}")
+        e = wc.epsilon()
+        print(f"| {bug} | {wc.mechanism} ({wc.bound}) | {'∞' if math.isinf(e) else f'{e:.2f}'} | {eps_cert:.2f} | "
+              f"{hits}/{reps}; {hits_f}/{reps}, {int(np.median(spent)):,} | {allowed} | "
+              f"{_black_box_result(rows, bug)} |", flush=True)
+    print("", *notes, sep="\n")
+    print("\nThe offered canaries' own leak under the bugs they miss (estimates):\n")
+    print("| bug | the canaries' leak (estimate) | ε | optimal attack on it: violations (no futility; with futility) |")
+    print("|---|---|---|---|")
+    for bug, wc in CANARY_ESTIMATES.items():
+        hits, _ = optimal_sequential(wc.curve(), claim, reps=reps, ceiling=ceiling, futility=False)
+        hits_f, _ = optimal_sequential(wc.curve(), claim, reps=reps, ceiling=ceiling, futility=True,
+                                       futility_z=futility_z)
+        print(f"| {bug} | {wc.mechanism} | {wc.epsilon():.2f} | {hits}/{reps}; {hits_f}/{reps} |", flush=True)
+
+
 def table(study: str, fa: str | None) -> None:
     """Markdown: catch rate per (trainer, design) at each N, seconds per 2,000-trial audit; false alarms."""
     rows = [json.loads(line) for line in Path(study).read_text().splitlines()]
@@ -656,6 +903,10 @@ def main() -> None:
     st.add_argument("path")
     sn = sub.add_parser("sequential-null", help="the sequential test's false alarms and power without training")
     sn.add_argument("--reps", type=int, default=400)
+    rc = sub.add_parser("reach-ceiling", help="which bugs the sequential ceiling allows a black-box audit to catch")
+    rc.add_argument("seq", nargs="*", help="JSONL files of `sequential` (the black-box results column)")
+    rc.add_argument("--reps", type=int, default=REACH_REPLICATES)
+    rc.add_argument("--futility-z", type=float, default=None, help="futility's z (default: the test's, 0.25)")
     t = sub.add_parser("table", help="markdown table from the JSONL results")
     t.add_argument("study")
     t.add_argument("false_alarm", nargs="?")
@@ -691,6 +942,8 @@ def main() -> None:
         sensitivity()
     elif args.cmd == "reach":
         reach()
+    elif args.cmd == "reach-ceiling":
+        ceiling_reach(args.seq, args.reps, futility_z=args.futility_z)
     else:
         table(args.study, args.false_alarm)
 
