@@ -137,11 +137,13 @@ def certifiable_on_allocation_pair(spec: acc.DPSGD, n_in: int, n_out: int, signi
                                significance, replicates, seed)
 
 
-def run_allocation_row(trials: int, significance: float, seed: int = 0, spec: acc.DPSGD = ALLOCATION_SPEC) -> dict:
+def run_allocation_row(trials: int, significance: float, seed: int = 0, spec: acc.DPSGD = ALLOCATION_SPEC,
+                       replicates: int | None = None) -> dict:
     """The balls-in-bins row: :func:`run_row`'s figures plus ε_certifiable of the realised pair, the certified
     lower bound and the Poisson ε at q = 1/t."""
-    r = run_row(ALLOCATION_ROW, spec, trials, significance, seed)
-    reps = certifiable_on_allocation_pair(spec, trials // 2, trials - trials // 2, significance)
+    r = run_row(ALLOCATION_ROW, spec, trials, significance, seed, replicates)
+    reps = certifiable_on_allocation_pair(spec, trials // 2, trials - trials // 2, significance,
+                                          **({} if replicates is None else {"replicates": replicates}))
     cert = reps[len(reps) // 2]
     poisson = acc.DPSGD(spec.noise_multiplier, acc.Poisson(1 / spec.sampling.steps_per_epoch), spec.steps)
     r.update({"epsilon_certifiable_pair": cert, "pair_range": (reps[0], reps[-1]),
@@ -312,7 +314,7 @@ def main() -> None:
                   f"{r['seconds']:.0f} s", flush=True)
             continue
         if name == ALLOCATION_ROW:
-            r = run_allocation_row(args.allocation_trials, args.significance)
+            r = run_allocation_row(args.allocation_trials, args.significance, args.seed, replicates=args.replicates)
             lo, hi = r["certifiable_range"]
             plo, phi = r["pair_range"]
             print(f"{name:26} {_f(r['epsilon_lower'])} {_f(r['epsilon_certifiable'])} {f'({lo:.2f}-{hi:.2f})':>13} "
