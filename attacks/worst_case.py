@@ -56,7 +56,7 @@ from accountants.sampling import FixedSize, Neighbouring, Poisson, RandomAllocat
 from . import membership as mia
 from .canaries import CraftedDataset
 
-__all__ = ["crafted", "laws", "llr", "sample_allocation_pair", "sample_shuffle_pair"]
+__all__ = ["crafted", "laws", "llr", "sample_allocation_pair", "sample_pair", "sample_shuffle_pair"]
 
 
 def crafted(spec: DPSGD, dim: int, *, coordinate: int = 0, clip_norm: float = 1.0, natural: int = 0,
@@ -207,6 +207,30 @@ def llr(observations: Tensor, spec: DPSGD, canary: CraftedDataset, *, clip_norm:
     o = observations
     return (_mixture_log_density(o, amp * a_in, lp_in, var) - _mixture_log_density(o, amp * a_out, lp_out, var)
             ).sum(dim=-1)
+
+
+def sample_pair(spec: DPSGD, canary: CraftedDataset, n: int, *,
+                generator: torch.Generator | None = None) -> tuple[Tensor, Tensor]:
+    """Draws of the crafted pair of :func:`laws` itself (no trainer): (in, out) observations, each (n, T).
+
+    Each step independently: a shift drawn from the mixture weights of :func:`laws` plus N(0, σ²), in units
+    of C (Poisson, fixed size, truncated Poisson). :func:`llr` is this pair's exact log-likelihood ratio,
+    so ``epsilon_lower_bound`` on the llr of these draws is one optimal audit of the realised pair (the
+    ε_certifiable of the realised pair in benchmarks/bench_tightness.py). Bound: none.
+
+    Raises:
+        InputTypeError: for samplers whose steps are not independent (shuffle, random allocation: their own
+            samplers :func:`sample_shuffle_pair`, :func:`sample_allocation_pair`).
+    """
+    check.integer(1, None, n=n)
+    a_in, lp_in, a_out, lp_out = laws(spec, canary)
+    T, sigma = spec.steps, spec.noise_multiplier
+
+    def draw(a: Tensor, lp: Tensor) -> Tensor:
+        idx = torch.multinomial(lp.exp(), n * T, replacement=True, generator=generator).reshape(n, T)
+        return a[idx] + sigma * torch.randn(n, T, generator=generator, dtype=torch.float64)
+
+    return draw(a_in, lp_in), draw(a_out, lp_out)
 
 
 def sample_shuffle_pair(spec: DPSGD, n: int, *, shift_in: float = 2.0, shift_out: float = 1.0,

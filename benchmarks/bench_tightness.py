@@ -11,6 +11,12 @@ likelihood-ratio score, and beside it:
 * ceiling: the design's largest certifiable ε (a perfect attack);
 * ε_tight (PLD) and ε_rdp: the accountants' upper bounds;
 * ratio = ε_lower / ε_certifiable (goal ≥ 0.9 at 2,000 trials);
+* per row, a second line: ε_certifiable per ordered direction (audit.tightness.certifiable_directional on
+  accountants.tradeoff.directional_tradeoff_curves: the direction whose optimal audit certifies most) and on
+  draws of the crafted pair itself (worst_case.sample_pair, exact LLR, median of 11), each with its ratio. The
+  symmetric curve of the first column covers both orderings of every pair at once, which no single pair
+  (D, D') realises, so its ε_certifiable is above what an optimal audit of the accountant's own worst
+  direction certifies (docs/worst-case.md, "ε_certifiable per direction");
 * peer: dp_accounting 0.6's PLD ε for the same spec where it has an event for it (Poisson
   add/remove, replace-one, fixed-size add/remove as Poisson at σ/2, and truncated Poisson's
   TruncatedSubsampledGaussianDpEvent), the same process.
@@ -18,7 +24,9 @@ likelihood-ratio score, and beside it:
 Row ``truncated_poisson_add_remove``: TruncatedPoisson(q = 0.5, B = 60, N = 101); crafted dataset
 of attacks.worst_case (the canary and 100 records of gradient 0 that only take batch places): the
 realised pair of the accountant's lower end (Poisson at the canary's inclusion probability p), while
-ε_certifiable is read off the accountant's upper curve (docs/dominating-pairs.md §4c).
+ε_certifiable is read off the accountant's upper curve (docs/dominating-pairs.md §4c); a third line gives
+ε_certifiable on the realised pair's own PLD curve. benchmarks/truncated_count_dataset.py measures a
+dataset that makes a cut visible (docs/worst-case.md).
 
 Each row is its own audit at significance s (no union bound across rows: rows are separate
 claims). Settings: σ = 1, T = 10, δ = 1e-5, Poisson q = 0.5, fixed size b = 50 of N = 101 (the
@@ -44,7 +52,7 @@ certified lower bound, the RDP upper bound and the Poisson ε at q = 1/t.
 Usage::
 
     PYTHONPATH=. python benchmarks/bench_tightness.py [--trials 2000] [--sigma 1.0] [--rows fixed_size_add_remove,...]
-        [--shuffle-trials 10000]
+        [--shuffle-trials 10000] [--seed 0] [--replicates 101]
 
 Timings depend on the machine's load (printed at the top).
 """
@@ -58,6 +66,7 @@ import time
 import accountants as acc
 from accountants import Neighbouring
 from accountants.random_allocation import random_allocation_lower_epsilon
+from accountants.tradeoff import directional_tradeoff_curves
 from attacks import data, games, models, worst_case
 from attacks import membership as mia
 from audit import comparator, tightness
@@ -128,11 +137,13 @@ def certifiable_on_allocation_pair(spec: acc.DPSGD, n_in: int, n_out: int, signi
                                significance, replicates, seed)
 
 
-def run_allocation_row(trials: int, significance: float, seed: int = 0, spec: acc.DPSGD = ALLOCATION_SPEC) -> dict:
+def run_allocation_row(trials: int, significance: float, seed: int = 0, spec: acc.DPSGD = ALLOCATION_SPEC,
+                       replicates: int | None = None) -> dict:
     """The balls-in-bins row: :func:`run_row`'s figures plus ε_certifiable of the realised pair, the certified
     lower bound and the Poisson ε at q = 1/t."""
-    r = run_row(ALLOCATION_ROW, spec, trials, significance, seed)
-    reps = certifiable_on_allocation_pair(spec, trials // 2, trials - trials // 2, significance)
+    r = run_row(ALLOCATION_ROW, spec, trials, significance, seed, replicates)
+    reps = certifiable_on_allocation_pair(spec, trials // 2, trials - trials // 2, significance,
+                                          **({} if replicates is None else {"replicates": replicates}))
     cert = reps[len(reps) // 2]
     poisson = acc.DPSGD(spec.noise_multiplier, acc.Poisson(1 / spec.sampling.steps_per_epoch), spec.steps)
     r.update({"epsilon_certifiable_pair": cert, "pair_range": (reps[0], reps[-1]),
@@ -194,8 +205,11 @@ def _peer(name: str, sigma: float = SIGMA) -> float | None:
     return float(acct.compose(dpa.SelfComposedDpEvent(ev, T)).get_epsilon(DELTA))
 
 
-def run_row(name: str, spec: acc.DPSGD, trials: int, significance: float, seed: int = 0) -> dict:
-    """One worst-case audit and its figures (a dict; see the module doc)."""
+def run_row(name: str, spec: acc.DPSGD, trials: int, significance: float, seed: int = 0,
+            replicates: int | None = None) -> dict:
+    """One worst-case audit and its figures (a dict; see the module doc). ``replicates``: of every ε_certifiable
+    (default 21 on curves, 11 on draws of the crafted pair)."""
+    reps_curve, reps_pair = (21, 11) if replicates is None else (replicates, replicates)
     t0 = time.perf_counter()
     d = data.digits().subset(slice(0, 0))  # every record is crafted
     model = models.logistic_regression(64, 10)
@@ -211,21 +225,40 @@ def run_row(name: str, spec: acc.DPSGD, trials: int, significance: float, seed: 
     curves = comparator.analytical_curves(spec, DELTA)
     cmp = comparator.compare_membership(si, so, spec, delta=DELTA, significance=significance, curves=curves)
     curve, which = curves.best, curves.best_method  # the tightest method's curve, as audit.runs._certifiable
-    reps = tightness.certifiable_replicates(curve, si.size, so.size, delta=DELTA, significance=significance)
+    reps = tightness.certifiable_replicates(curve, si.size, so.size, delta=DELTA, significance=significance,
+                                            replicates=reps_curve)
     cert = float(reps[len(reps) // 2])
     lower = cmp.epsilon_lower.value
+    directional = None
+    if which == "pld":  # the optimal audit of one ordered pair (D, D') on its own direction's curve (audit.tightness)
+        d_name, d_reps = tightness.certifiable_directional(directional_tradeoff_curves(spec), si.size, so.size,
+                                                           delta=DELTA, significance=significance,
+                                                           replicates=reps_curve)
+        directional = {"direction": d_name, "epsilon_certifiable": float(d_reps[len(d_reps) // 2]),
+                       "range": (float(d_reps[0]), float(d_reps[-1]))}
+    pair = None
+    if not hidden and isinstance(spec.sampling, (acc.Poisson, acc.FixedSize, acc.TruncatedPoisson)):
+        # draws of the crafted pair itself, exact LLR (as the shuffle and random-allocation rows)
+        p_reps = certifiable_on_pair(lambda sp, n, generator: worst_case.sample_pair(sp, c, n, generator=generator),
+                                     lambda x, sp: worst_case.llr(x, sp, c), spec, si.size, so.size, significance,
+                                     replicates=reps_pair)
+        pair = {"epsilon_certifiable": p_reps[len(p_reps) // 2], "range": (p_reps[0], p_reps[-1])}
     realised = None
     if isinstance(spec.sampling, acc.TruncatedPoisson):  # the realised pair's own curve (Poisson at p)
         from accountants.pld.accountant import _realised
 
         r_spec = _realised(spec)
         r_curve = comparator.analytical_curves(r_spec, DELTA).tight
-        r_reps = tightness.certifiable_replicates(r_curve, si.size, so.size, delta=DELTA, significance=significance)
+        r_reps = tightness.certifiable_replicates(r_curve, si.size, so.size, delta=DELTA, significance=significance,
+                                                  replicates=reps_curve)
         realised = {"spec": r_spec, "epsilon_certifiable": float(r_reps[len(r_reps) // 2]),
                     "range": (float(r_reps[0]), float(r_reps[-1])),
                     "epsilon_pld": float(acc.epsilon(r_spec, DELTA, method="pld").value)}
     return {"row": name, "threat": "final_parameters_constant_gradient_canary" if hidden else out.threat,
-            "realised_pair": realised,
+            "realised_pair": realised, "directional": directional, "pair": pair,
+            "ratio_directional": tightness.certifiable_ratio(lower, directional["epsilon_certifiable"])
+            if directional else None,
+            "ratio_pair": tightness.certifiable_ratio(lower, pair["epsilon_certifiable"]) if pair else None,
             "epsilon_hidden_state_pair": hidden_state_epsilon(spec) if hidden else None,
             "trials": trials, "epsilon_lower": lower, "epsilon_certifiable": cert,
             "certifiable_range": (float(reps[0]), float(reps[-1])), "curve": which,
@@ -239,6 +272,18 @@ def _f(x, w=7, p=3):
     return f"{'n/a':>{w}}" if x is None else f"{x:{w}.{p}f}"
 
 
+def _print_directional(r: dict) -> None:
+    """The row's ε_certifiable per ordered direction and on draws of its crafted pair, where computed."""
+    d, pr = r["directional"], r["pair"]
+    if d is None and pr is None:
+        return
+    dtxt = (f"direction {d['direction']}: ε_cert {d['epsilon_certifiable']:.3f} ({d['range'][0]:.2f}-"
+            f"{d['range'][1]:.2f}), ratio {r['ratio_directional']:.2f}" if d else "direction: n/a (no PLD)")
+    ptxt = (f"; crafted pair drawn: ε_cert {pr['epsilon_certifiable']:.3f} ({pr['range'][0]:.2f}-"
+            f"{pr['range'][1]:.2f}), ratio {r['ratio_pair']:.2f}" if pr else "")
+    print(f"{'':26} {dtxt}{ptxt}", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--trials", type=int, default=2000)
@@ -247,6 +292,9 @@ def main() -> None:
     ap.add_argument("--shuffle-trials", type=int, default=10_000)
     ap.add_argument("--allocation-trials", type=int, default=10_000)
     ap.add_argument("--sigma", type=float, default=SIGMA)
+    ap.add_argument("--seed", type=int, default=0, help="the audit's seed (rows of run_row)")
+    ap.add_argument("--replicates", type=int, default=None,
+                    help="replicates of every ε_certifiable of the rows of run_row (default 21 on curves, 11 on pairs)")
     args = ap.parse_args()
     specs = rows(args.sigma)
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; trials {args.trials}, "
@@ -266,7 +314,7 @@ def main() -> None:
                   f"{r['seconds']:.0f} s", flush=True)
             continue
         if name == ALLOCATION_ROW:
-            r = run_allocation_row(args.allocation_trials, args.significance)
+            r = run_allocation_row(args.allocation_trials, args.significance, args.seed, replicates=args.replicates)
             lo, hi = r["certifiable_range"]
             plo, phi = r["pair_range"]
             print(f"{name:26} {_f(r['epsilon_lower'])} {_f(r['epsilon_certifiable'])} {f'({lo:.2f}-{hi:.2f})':>13} "
@@ -275,13 +323,15 @@ def main() -> None:
                   f"({plo:.2f}-{phi:.2f}), ratio {r['ratio_pair']:.2f}; certified lower {r['certified_lower']:.3f}, "
                   f"ε_rdp {r['epsilon_rdp']:.3f}, Poisson q = 1/t {r['epsilon_poisson']:.3f}; viol {r['violated']} "
                   f"{r['seconds']:.0f} s", flush=True)
+            _print_directional(r)
             continue
-        r = run_row(name, specs[name], args.trials, args.significance)
+        r = run_row(name, specs[name], args.trials, args.significance, args.seed, args.replicates)
         lo, hi = r["certifiable_range"]
         print(f"{name:26} {_f(r['epsilon_lower'])} {_f(r['epsilon_certifiable'])} {f'({lo:.2f}-{hi:.2f})':>13} "
               f"{r['curve']:>5} {_f(r['ratio'], 6, 2)} {_f(r['ceiling'])} {_f(r['epsilon_tight'])} "
               f"{_f(r['epsilon_rdp'], 8, 2)} {_f(r['peer_dp_accounting'])} {r['violated']!s:>5} "
               f"{r['seconds']:5.0f}", flush=True)
+        _print_directional(r)
         if r["realised_pair"] is not None:
             rp = r["realised_pair"]
             lo, hi = rp["range"]
@@ -291,7 +341,8 @@ def main() -> None:
         if r["epsilon_hidden_state_pair"] is not None:
             print(f"{'':26} hidden-state pair's own ε (PLD): {r['epsilon_hidden_state_pair']:.3f}", flush=True)
     print("ε_lower: audit lower bound at 1 − s; ε_cert: optimal attack on the tightest curve, same design "
-          "(median of 21 seeded replicates); ε_tight/ε_rdp: accountant upper bounds; peer: dp_accounting PLD ε.")
+          f"(median of {args.replicates or 21} seeded replicates); ε_tight/ε_rdp: accountant upper bounds; peer: "
+          "dp_accounting PLD ε.")
 
 
 if __name__ == "__main__":

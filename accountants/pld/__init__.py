@@ -6,6 +6,7 @@ Public entry points:
 * :func:`pld_delta_bracket` (spec, ε) → :class:`PLDBracket` on δ(ε);
 * :func:`pld_privacy_profile` (spec, eps_grid) → sound UPPER δ(ε) on a grid (max over the add and
   remove directions), on the device of ``eps_grid`` — the input for trade-off curves;
+* :func:`pld_directional_profiles` (spec, eps_grid) → the same per ordered direction (not maximised);
 * :func:`pld_profile` (spec, h=, delta_error=) → :class:`PLDProfile`, one composition that answers
   many queries (``delta_upper/lower(eps)``, ``epsilon_upper/lower(delta)``);
 * :class:`PLDMethod`, registered as ``"pld"`` in :mod:`accountants.api`, so that
@@ -38,6 +39,7 @@ from .accountant import (
     PLDMethod,
     PLDProfile,
     pld_delta_bracket,
+    pld_directional_profiles,
     pld_epsilon_bracket,
     pld_privacy_profile,
     pld_profile,
@@ -74,6 +76,7 @@ __all__ = [
     "gdp_delta_bracket",
     "gdp_epsilon_bracket",
     "pld_delta_bracket",
+    "pld_directional_profiles",
     "pld_epsilon_bracket",
     "pld_privacy_profile",
     "pld_profile",
