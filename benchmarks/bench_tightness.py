@@ -7,16 +7,18 @@ likelihood-ratio score, and beside it:
 * ε_lower: the audit's lower bound (Clopper–Pearson, Bonferroni thresholds, significance s);
 * ε_certifiable: what the optimal attack on the accountant's tightest curve (PLD; RDP-derived
   where no PLD exists) certifies with the same trials, s, δ and threshold strategy
-  (audit.tightness: median of 21 seeded replicates, their range in brackets);
+  (audit.tightness: median of 401 seeded replicates, their range in brackets). Where the accountant has
+  a PLD it is read **per ordered direction** (audit.tightness.certifiable_directional on
+  accountants.tradeoff.directional_tradeoff_curves; the direction whose optimal audit certifies most):
+  an audit reads one pair (D, D'), and the symmetric curve, which covers both orderings of every pair at
+  once, is realised by no single pair, so its ε_certifiable is above what an optimal audit of the
+  accountant's own worst direction certifies even where the accountant is exact (docs/worst-case.md,
+  "ε_certifiable per direction"; since 2026-11-28 the headline, for every row);
 * ceiling: the design's largest certifiable ε (a perfect attack);
 * ε_tight (PLD) and ε_rdp: the accountants' upper bounds;
 * ratio = ε_lower / ε_certifiable (goal ≥ 0.9 at 2,000 trials);
-* per row, a second line: ε_certifiable per ordered direction (audit.tightness.certifiable_directional on
-  accountants.tradeoff.directional_tradeoff_curves: the direction whose optimal audit certifies most) and on
-  draws of the crafted pair itself (worst_case.sample_pair, exact LLR, median of 11), each with its ratio. The
-  symmetric curve of the first column covers both orderings of every pair at once, which no single pair
-  (D, D') realises, so its ε_certifiable is above what an optimal audit of the accountant's own worst
-  direction certifies (docs/worst-case.md, "ε_certifiable per direction");
+* per row, a second line: ε_certifiable on the symmetric curve (the headline before 2026-11-28) and on
+  draws of the crafted pair itself (worst_case.sample_pair, exact LLR, median of 11), each with its ratio;
 * peer: dp_accounting 0.6's PLD ε for the same spec where it has an event for it (Poisson
   add/remove, replace-one, fixed-size add/remove as Poisson at σ/2, and truncated Poisson's
   TruncatedSubsampledGaussianDpEvent), the same process.
@@ -73,6 +75,7 @@ from audit import comparator, tightness
 from audit import statistics as st
 
 SIGMA, T, Q, B, N, DELTA = 1.0, 10, 0.5, 50, 101, 1e-5
+CURVE_REPLICATES = 401  # replicates of ε_certifiable on a curve (the median of 21 moved a few % by seed)
 B_MAX = 60  # truncated Poisson's largest batch: P(Bin(100, 0.5) ≥ 60) = 2.8 % of the steps are cut
 R1 = Neighbouring.REPLACE_ONE
 
@@ -208,8 +211,9 @@ def _peer(name: str, sigma: float = SIGMA) -> float | None:
 def run_row(name: str, spec: acc.DPSGD, trials: int, significance: float, seed: int = 0,
             replicates: int | None = None) -> dict:
     """One worst-case audit and its figures (a dict; see the module doc). ``replicates``: of every ε_certifiable
-    (default 21 on curves, 11 on draws of the crafted pair)."""
-    reps_curve, reps_pair = (21, 11) if replicates is None else (replicates, replicates)
+    (default 401 on curves, 11 on draws of the crafted pair). The headline ε_certifiable is the per-direction one
+    where the accountant has a PLD (docs/worst-case.md, "ε_certifiable per direction"), else the symmetric curve's."""
+    reps_curve, reps_pair = (CURVE_REPLICATES, 11) if replicates is None else (replicates, replicates)
     t0 = time.perf_counter()
     d = data.digits().subset(slice(0, 0))  # every record is crafted
     model = models.logistic_regression(64, 10)
@@ -254,7 +258,13 @@ def run_row(name: str, spec: acc.DPSGD, trials: int, significance: float, seed: 
         realised = {"spec": r_spec, "epsilon_certifiable": float(r_reps[len(r_reps) // 2]),
                     "range": (float(r_reps[0]), float(r_reps[-1])),
                     "epsilon_pld": float(acc.epsilon(r_spec, DELTA, method="pld").value)}
+    symmetric = {"epsilon_certifiable": cert, "range": (float(reps[0]), float(reps[-1])),
+                 "ratio": tightness.certifiable_ratio(lower, cert)}
+    if directional is not None:  # the headline: what an optimal audit of one ordered pair can certify
+        cert, reps = directional["epsilon_certifiable"], directional["range"]
     return {"row": name, "threat": "final_parameters_constant_gradient_canary" if hidden else out.threat,
+            "symmetric": symmetric, "certifiable_on": f"direction {directional['direction']}" if directional
+            else "symmetric curve",
             "realised_pair": realised, "directional": directional, "pair": pair,
             "ratio_directional": tightness.certifiable_ratio(lower, directional["epsilon_certifiable"])
             if directional else None,
@@ -273,15 +283,17 @@ def _f(x, w=7, p=3):
 
 
 def _print_directional(r: dict) -> None:
-    """The row's ε_certifiable per ordered direction and on draws of its crafted pair, where computed."""
-    d, pr = r["directional"], r["pair"]
-    if d is None and pr is None:
+    """The row's other ε_certifiable figures: on the symmetric curve (when the headline is per direction) and on
+    draws of its crafted pair, where computed."""
+    sy, pr = r["symmetric"], r["pair"]
+    if r["directional"] is None and pr is None:
         return
-    dtxt = (f"direction {d['direction']}: ε_cert {d['epsilon_certifiable']:.3f} ({d['range'][0]:.2f}-"
-            f"{d['range'][1]:.2f}), ratio {r['ratio_directional']:.2f}" if d else "direction: n/a (no PLD)")
+    stxt = (f"headline on {r['certifiable_on']}; symmetric curve: ε_cert {sy['epsilon_certifiable']:.3f} "
+            f"({sy['range'][0]:.2f}-{sy['range'][1]:.2f}), ratio {sy['ratio']:.2f}" if r["directional"]
+            else "direction: n/a (no PLD)")
     ptxt = (f"; crafted pair drawn: ε_cert {pr['epsilon_certifiable']:.3f} ({pr['range'][0]:.2f}-"
             f"{pr['range'][1]:.2f}), ratio {r['ratio_pair']:.2f}" if pr else "")
-    print(f"{'':26} {dtxt}{ptxt}", flush=True)
+    print(f"{'':26} {stxt}{ptxt}", flush=True)
 
 
 def main() -> None:
@@ -294,7 +306,7 @@ def main() -> None:
     ap.add_argument("--sigma", type=float, default=SIGMA)
     ap.add_argument("--seed", type=int, default=0, help="the audit's seed (rows of run_row)")
     ap.add_argument("--replicates", type=int, default=None,
-                    help="replicates of every ε_certifiable of the rows of run_row (default 21 on curves, 11 on pairs)")
+                    help="replicates of every ε_certifiable (rows of run_row) (default 401 on curves, 11 on pairs)")
     args = ap.parse_args()
     specs = rows(args.sigma)
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; trials {args.trials}, "
@@ -340,9 +352,9 @@ def main() -> None:
                   f"{tightness.certifiable_ratio(r['epsilon_lower'], rp['epsilon_certifiable']):.2f}", flush=True)
         if r["epsilon_hidden_state_pair"] is not None:
             print(f"{'':26} hidden-state pair's own ε (PLD): {r['epsilon_hidden_state_pair']:.3f}", flush=True)
-    print("ε_lower: audit lower bound at 1 − s; ε_cert: optimal attack on the tightest curve, same design "
-          f"(median of {args.replicates or 21} seeded replicates); ε_tight/ε_rdp: accountant upper bounds; peer: "
-          "dp_accounting PLD ε.")
+    print("ε_lower: audit lower bound at 1 − s; ε_cert: optimal attack on the tightest curve (per ordered direction "
+          f"where a PLD exists), same design (median of {args.replicates or CURVE_REPLICATES} seeded replicates); "
+          "ε_tight/ε_rdp: accountant upper bounds; peer: dp_accounting PLD ε.")
 
 
 if __name__ == "__main__":
