@@ -32,6 +32,7 @@ from . import registry
 from .model import check_name
 from .runconfig import (
     SECTIONS,
+    SEQUENTIAL_FIRST_LOOK,
     TRAINED_SAMPLING,
     RunConfig,
     TrainingConfig,
@@ -48,8 +49,9 @@ try:
 except ModuleNotFoundError:  # pragma: no cover - Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
-__all__ = ["DEFAULT_TOML", "LIMITS", "SECTIONS", "TRAINED_SAMPLING", "RunConfig", "VariantConfig", "canonical",
-           "dumps", "load", "load_resolved", "loads", "parse_choice", "read_text", "variants"]
+__all__ = ["DEFAULT_TOML", "LIMITS", "SECTIONS", "SEQUENTIAL_FIRST_LOOK", "SEQUENTIAL_MAX_TRIALS", "TRAINED_SAMPLING",
+           "RunConfig", "VariantConfig", "canonical", "dumps", "load", "load_resolved", "loads", "parse_choice",
+           "read_text", "toml_value", "variants"]
 
 # The default audit: embedded digits data, a white-box Dirac canary under Poisson sampling, the
 # worst-case crafted dataset under fixed-size sampling (docs/worst-case.md), and a black-box loss

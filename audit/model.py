@@ -47,7 +47,7 @@ from accountants.errors import InputError, InputTypeError
 from accountants.events import DPSGD
 
 from .jsontypes import JSONObject
-from .runconfig import SECTIONS, VARIANT_SECTIONS, ClaimConfig, RunConfig
+from .runconfig import SECTIONS, VARIANT_SECTIONS, ClaimConfig, RunConfig, VariantConfig
 from .statistics import EpsilonLowerBound, GdpEstimate, GdpLowerBound
 
 __all__ = [
@@ -718,13 +718,13 @@ def _run_config(obj: Any, where: str) -> RunConfig:
         if bad:
             raise InputError(f"{at} has unknown key {bad[0]!r}; allowed: {sorted(['name', *VARIANT_SECTIONS])}")
         name = check_name(v.get("name"), f"{at}.name")
-        sections = {}
-        for s in VARIANT_SECTIONS:
+        sections: dict[str, Any] = {}
+        for s in VARIANT_SECTIONS:  # the base with the keys this variant changes
             diff = v.get(s, {})
             if not isinstance(diff, dict):
                 raise InputTypeError(f"{at}.{s} must be an object; got {type(diff).__name__}")
             sections[s] = from_dict(SECTIONS[s], {**to_dict(getattr(base, s)), **diff}, where=f"{at}.{s}")
-        variants.append(RunConfig.merged(base, name, {s: to_dict(t) for s, t in sections.items()}))
+        variants.append(VariantConfig(name, claim=base.claim, **sections))
     return dataclasses.replace(base, variants=tuple(variants), source=where)
 
 

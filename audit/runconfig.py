@@ -412,9 +412,3 @@ class RunConfig:
             variants.append(entry)
         out["variant"] = variants
         return out
-
-    @classmethod
-    def merged(cls, base: RunConfig, name: str, overrides: Mapping[str, Mapping[str, Any]]) -> VariantConfig:
-        """The variant ``name`` of ``base`` with ``overrides`` (section -> key -> value, already checked)."""
-        t, c, a, u = (dataclasses.replace(getattr(base, s), **dict(overrides.get(s, {}))) for s in VARIANT_SECTIONS)
-        return VariantConfig(name, training=t, canary=c, attack=a, audit=u, claim=base.claim)

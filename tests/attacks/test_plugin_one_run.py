@@ -208,7 +208,7 @@ def test_check_chooses_the_one_run_game_and_fills_only_missing_keys():
     c = _cfg()  # only the trainer, the claim and game = "one_run": the recommended one-run design
     assert c.audit.game == "one_run" and c.audit.trials == 1 and c.variants == ()
     assert c.canary.kind == "out_of_distribution" and c.canary.count == 1000
-    assert c["attack"] == {**c["attack"], "threat_model": "white_box", "score": "inner_product"}  # takes audit=
+    assert (c.attack.threat_model, c.attack.score) == ("white_box", "inner_product")  # takes audit=
     # keys the configuration writes win over the recommended ones
     c = _cfg('trials = 3\n[canary]\nkind = "mislabelled"\ncount = 50\n[attack]\nthreat_model = "black_box"\n'
              'score = "confidence"')
