@@ -783,12 +783,8 @@ def execute(config_path: str | Path | None, out: str | Path | None, *, resume: b
         out = Path("runs") / f"{stem}-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}"
     out = Path(out)
     cfg_file = _run_config_file(out, resume)
-    if resume:
-        cfg = config_mod.load_resolved(cfg_file)
-        if config_path is not None and config_mod.load(config_path) != cfg:
-            raise RunError(f"--resume: {config_path} differs from the configuration in {str(cfg_file)!r}")
-    else:
-        cfg = config_mod.load(config_path)
+    # a resume without CONFIG continues the folder's config.toml; with one, execute_config compares the two
+    cfg = config_mod.load_resolved(cfg_file) if resume and config_path is None else config_mod.load(config_path)
     return execute_config(cfg, out, resume=resume, progress=progress, claim=claim, on_variant=on_variant,
                           backend=backend, memory_gb=memory_gb, device=device, trial_timeout=trial_timeout,
                           on_start=on_start, finish=finish)
@@ -818,9 +814,10 @@ def execute_config(cfg: RunConfig, out: Path, *, resume: bool = False, progress:
     """
     cfg_file = _run_config_file(out, resume)
     # Validate everything before creating anything: a bad configuration leaves no run folder behind.
-    if resume:
+    if resume:  # the typed configurations compared (RunConfig.source, where each came from, aside)
         if config_mod.load_resolved(cfg_file) != cfg:
-            raise RunError(f"--resume: the configuration differs from the one in {str(cfg_file)!r}")
+            raise RunError(f"--resume: {cfg.source or 'the configuration'} differs from the configuration in "
+                           f"{str(cfg_file)!r}")
     elif cfg_file.exists() or (out / "audits").exists():
         raise RunError(f"run folder {str(out)!r} already holds a run; pass --resume to continue it, or choose "
                        "another --out")

@@ -91,3 +91,16 @@ def test_the_estimate_reads_the_game_inputs_prepare_built(monkeypatch):
 
     monkeypatch.setattr(runs, "build", no_build)
     assert estimate.describe(cfg, built=built) == want
+
+
+def test_resume_compares_the_typed_configs(tmp_path):
+    small = "[training]\nn_records = 20\nsteps = 3\n[audit]\ntrials = 10\n"
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "config.toml").write_text(config.dumps(config.loads(small)))
+    (tmp_path / "same.toml").write_text(small)
+    (tmp_path / "other.toml").write_text(small.replace("steps = 3", "steps = 4"))
+    assert config.load(tmp_path / "same.toml") == config.load_resolved(out / "config.toml")  # sources differ
+    with pytest.raises(runs.RunError, match=r"--resume: \S*other\.toml differs from the configuration in"):
+        runs.execute(tmp_path / "other.toml", out, resume=True, progress=False)
+    assert not (out / "audits").exists()  # refused before anything ran
