@@ -35,7 +35,6 @@ by binary search over the edge slopes (O(log K) per point for K vertices).
 
 from __future__ import annotations
 
-import importlib
 import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -399,25 +398,6 @@ class TradeOff:
 
         orders = default_orders()
         return PiecewiseLinearTradeOff.from_rdp(orders, rdp(spec, orders)[0])
-
-    @staticmethod
-    def _from_pld_method(spec: DPSGD | Composed, eps_grid: Tensor | None,
-                         options: dict[str, float] | None) -> PiecewiseLinearTradeOff:
-        try:
-            pld = importlib.import_module("accountants.pld")
-        except ModuleNotFoundError as exc:
-            if exc.name not in ("accountants.pld",):
-                raise
-            raise UnsupportedError(
-                "method='pld' needs the PLD accountant (accountants.pld), which is not available in this "
-                "installation; use method='rdp' for a looser but sound curve"
-            ) from None
-        profile: Callable[..., Tensor] | None = getattr(pld, "pld_privacy_profile", None)
-        if profile is None:
-            raise UnsupportedError("accountants.pld has no pld_privacy_profile(spec, eps_grid); cannot build a curve")
-        grid = default_profile_grid() if eps_grid is None else _as_input("eps_grid", eps_grid)
-        delta = torch.as_tensor(profile(spec, grid, **(options or {})), dtype=torch.float64)
-        return PiecewiseLinearTradeOff.from_privacy_profile(grid, torch.clamp(delta, 0.0, 1.0), symmetric=True)
 
 
 def default_profile_grid(dtype: torch.dtype = torch.float64) -> Tensor:

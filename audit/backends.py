@@ -45,6 +45,8 @@ import torch
 from accountants import validate as check
 from accountants.errors import InputError
 
+from .jsontypes import JSONObject
+
 __all__ = ["NAMES", "Backend", "BackendError", "Local", "Process", "Ray", "from_name"]
 
 NAMES = ("local", "process", "ray")
@@ -62,7 +64,7 @@ class Backend:
     def map(self, fn: Callable[[Any, Any], Any], context: Any, items: Iterable[Any]) -> Iterator[tuple[Any, Any]]:
         raise NotImplementedError
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JSONObject:
         """JSON-ready description (recorded in result.json; not part of a game's identity)."""
         return {"name": self.name}
 
@@ -130,7 +132,7 @@ class Process(Backend):
         self.threads = default_threads(self.workers) if threads is None else int(threads)
         self._pool: cf.ProcessPoolExecutor | None = None
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JSONObject:
         return {"name": self.name, "workers": self.workers, "threads": self.threads}
 
     def _executor(self) -> cf.ProcessPoolExecutor:
@@ -276,7 +278,7 @@ class Ray(Backend):
         self.address, self.threads, self.max_retries = address, int(threads), int(max_retries)
         _import_ray()  # fail early, with the extra's name
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JSONObject:
         return {"name": self.name, "address": self.address, "threads": self.threads}
 
     def _connect(self):

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 import scipy.stats
@@ -46,6 +45,7 @@ from accountants.tradeoff import TradeOff
 
 from . import formatting as fmt
 from . import statistics
+from .jsontypes import JSONObject
 from .statistics import EmpiricalTradeOff, EpsilonLowerBound, GdpEstimate, GdpLowerBound, ThresholdStrategy
 
 __all__ = [
@@ -212,7 +212,7 @@ class Violation:
                 f"{conf} box has FPR ≤ {fmt.upper(self.fpr_upper, 4)} and FNR ≤ {fmt.upper(self.fnr_upper, 4)}, "
                 f"below the curve's {self.curve_fnr:.4g}")
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         return {"violated": self.violated, "against": self.against, "confidence": self.confidence,
                 "margin": self.margin, "threshold": self.threshold, "fpr_upper": self.fpr_upper,
                 "fnr_upper": self.fnr_upper, "curve_fnr": self.curve_fnr, "message": self.message}
@@ -415,7 +415,7 @@ class ReconstructionComparison:
     def violated(self) -> bool:
         return self.bound is not None and self.success_lower > self.bound + _TOL
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         return {"trials": self.trials, "successes": self.successes, "success_rate_estimate": self.success_rate,
                 "success_lower": self.success_lower, "kappa": self.kappa, "rero_bound_upper": self.bound,
                 "confidence": self.confidence, "violated": self.violated}

@@ -93,6 +93,7 @@ from accountants.events import DPSGD
 from accountants.sampling import Poisson, RandomAllocation, TruncatedPoisson
 
 from . import model
+from .jsontypes import JSONObject
 
 __all__ = ["NATURAL_BATCH", "PERMUTATIONS", "TESTS", "inclusion_rate", "natural_records", "run_tests"]
 
@@ -654,7 +655,7 @@ def _state(a: dict) -> str | None:
     return None
 
 
-def run_tests(records: Sequence[dict[str, Any]], spec: DPSGD, significance: float, seed: int = 0, *,
+def run_tests(records: Sequence[JSONObject], spec: DPSGD, significance: float, seed: int = 0, *,
               permutations: int = PERMUTATIONS) -> model.Conformance:
     """The premise tests on a conformance game's per-trial records, sharing ``significance`` (Bonferroni).
 

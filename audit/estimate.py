@@ -12,14 +12,19 @@ user's own trainer is timed by the progress bar once its first trial is done.
 
 from __future__ import annotations
 
+import dataclasses
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from accountants.errors import InputError
 from attacks import dpsgd, samplers
 
-from . import config as config_mod
+from .runconfig import SEQUENTIAL_FIRST_LOOK, RunConfig, TrainingConfig, VariantConfig
+
+if TYPE_CHECKING:
+    from .runs import BuiltIn, UserTrainer
 
 __all__ = ["VariantEstimate", "describe", "estimate"]
 
@@ -50,33 +55,37 @@ def physical_memory() -> int | None:
         return None
 
 
-def estimate(cfg: dict[str, Any]) -> list[VariantEstimate]:
-    """Per audit of a resolved configuration: memory per model, memory of the scores, time (module doc)."""
+def estimate(cfg: RunConfig, built: Mapping[str, BuiltIn | UserTrainer] | None = None) -> list[VariantEstimate]:
+    """Per audit of a resolved configuration: memory per model, memory of the scores, time (module doc).
+
+    ``built``: each audit's game input by name, as :func:`audit.runs.prepare` made it (the run's one build);
+    an audit not in it is built here.
+    """
     from . import runs  # runs imports this module's callers, not this module
 
     out = []
-    for v in config_mod.variants(cfg):
-        aud = v["audit"]
+    for v in cfg.audits():
+        aud = v.audit
         rows, scores = _scores_bytes(v)
-        if v["training"]["trainer"]:
-            out.append(VariantEstimate(v["name"], aud["max_trials"] or aud["trials"], 1, rows, None, scores, None))
+        if v.training.trainer:
+            out.append(VariantEstimate(v.name, aud.max_trials or aud.trials, 1, rows, None, scores, None))
             continue
-        setup, c, _, _ = runs.build(v)
+        game = (built or {}).get(v.name)
+        setup, c = (game.setup, game.canaries) if isinstance(game, runs.BuiltIn) else runs.build(v)[:2]
         per = dpsgd.bytes_per_model(setup.spec, setup.model, setup.data, m=getattr(c, "records", c.m), probes=c.m)
         n = setup.data.n + getattr(c, "records", c.m)
         batch = min(n, max(1.0, float(samplers.expected_batch_size(setup.spec.sampling, n))))
         params = sum(p.numel() for p in setup.model.parameters())
-        seconds = aud["trials"] * setup.spec.steps * (_STEP_S + _PRODUCT_S * batch * params)
-        out.append(VariantEstimate(v["name"], aud["trials"], min(aud["chunk_size"], aud["trials"]), rows, per, scores,
-                                   seconds))
+        seconds = aud.trials * setup.spec.steps * (_STEP_S + _PRODUCT_S * batch * params)
+        out.append(VariantEstimate(v.name, aud.trials, min(aud.chunk_size, aud.trials), rows, per, scores, seconds))
     return out
 
 
-def _scores_bytes(v: dict[str, Any]) -> tuple[int, int]:
+def _scores_bytes(v: VariantConfig) -> tuple[int, int]:
     """(score rows, bytes the game's records and scores take in memory) of one resolved variant."""
-    aud = v["audit"]
-    m = v["canary"]["count"] if aud["game"] == "one_run" else 1
-    trials = max(aud["trials"], aud.get("max_trials", 0))  # the sequential design's ceiling
+    aud = v.audit
+    m = v.canary.count if aud.game == "one_run" else 1
+    trials = max(aud.trials, aud.max_trials)  # the sequential design's ceiling
     rows = trials * m
     return rows, rows * _ROW_BYTES + trials * (_TRIAL_BYTES + 24 * m)
 
@@ -92,32 +101,37 @@ def _duration(s: float) -> str:
     return f"{s:.2g} s"
 
 
-def _culprits(cfg: dict[str, Any]) -> str:
+def _culprits(cfg: RunConfig) -> str:
     """The [training] keys that set one model's memory, with their values (the ones to lower)."""
-    keys = ("steps", "hidden", "n_records", "batch_size", "sample_rate") if not cfg["training"]["trainer"] else ()
-    names = [f"training.{k} = {cfg['training'][k]}" for k in keys
-             if cfg["training"][k] != config_mod.SCHEMA["training"][k][-1]]
-    return ", ".join(names) or "training.model = " + repr(cfg["training"]["model"])
+    t = cfg.training
+    keys = ("steps", "hidden", "n_records", "batch_size", "sample_rate") if not t.trainer else ()
+    default = {f.name: f.default for f in dataclasses.fields(TrainingConfig)}
+    names = [f"training.{k} = {getattr(t, k)}" for k in keys if getattr(t, k) != default[k]]
+    return ", ".join(names) or "training.model = " + repr(t.model)
 
 
-def describe(cfg: dict[str, Any], *, memory_gb: float | None = None, device: str = "cpu") -> list[str]:
-    """The estimate's lines for the terminal; InputError naming the keys for what cannot fit (module doc)."""
+def describe(cfg: RunConfig, *, memory_gb: float | None = None, device: str = "cpu",
+             built: Mapping[str, BuiltIn | UserTrainer] | None = None) -> list[str]:
+    """The estimate's lines for the terminal; InputError naming the keys for what cannot fit (module doc).
+
+    ``built``: each audit's game input by name (:func:`audit.runs.prepare`), reused rather than built again.
+    """
     phys = physical_memory() if str(device) == "cpu" else None
     if memory_gb is not None and phys is not None and memory_gb * _GB > phys:
         raise InputError(f"--memory-gb {memory_gb:g} is more than this machine's memory ({_size(phys)}); give at "
                          f"most {phys / _GB:.3g}")
     budget = int(memory_gb * _GB) if memory_gb is not None else dpsgd.default_memory_bytes(device)
-    for v in config_mod.variants(cfg):  # before building anything
+    for v in cfg.audits():  # before building anything
         rows, scores = _scores_bytes(v)
         if phys is not None and scores > phys // 2:
-            raise InputError(f"audit {v['name']!r}: the scores of audit.trials = {v['audit']['trials']} ({rows} rows) "
+            raise InputError(f"audit {v.name!r}: the scores of audit.trials = {v.audit.trials} ({rows} rows) "
                              f"would take about {_size(scores)}, more than half this machine's memory "
                              f"({_size(phys)}): lower audit.trials (or canary.count)")
     lines = []
-    for e in estimate(cfg):
+    for e in estimate(cfg, built):
         if e.bytes_per_model_estimate is None:
-            seq = next(v["audit"]["max_trials"] for v in config_mod.variants(cfg) if v["name"] == e.name)
-            count = (f"{config_mod.SEQUENTIAL_FIRST_LOOK} to {seq} trials (sequential: it stops at the first look "
+            seq = next(v.audit.max_trials for v in cfg.audits() if v.name == e.name)
+            count = (f"{SEQUENTIAL_FIRST_LOOK} to {seq} trials (sequential: it stops at the first look "
                      "that decides)") if seq else f"{e.trials} trials"
             lines.append(f"{e.name}: {count} of your trainer; its time and memory are its own (the progress "
                          "bar shows the rate once the first trial is done)")

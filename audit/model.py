@@ -46,12 +46,15 @@ from accountants.describe import from_dict as spec_from_dict
 from accountants.errors import InputError, InputTypeError
 from accountants.events import DPSGD
 
+from .jsontypes import JSONObject
+from .runconfig import SECTIONS, VARIANT_SECTIONS, ClaimConfig, RunConfig, VariantConfig
 from .statistics import EpsilonLowerBound, GdpEstimate, GdpLowerBound
 
 __all__ = [
     "RESULT_FORMAT",
     "AuditResult",
     "ClaimCheck",
+    "ClaimConfig",
     "ClaimSummary",
     "ConfidenceBoxes",
     "Conformance",
@@ -101,98 +104,9 @@ def check_name(name: Any, where: str = "name") -> str:
 # ------------------------------------------------------------------------------------------ config
 
 
-@dataclass(frozen=True)
-class TrainingConfig:
-    """``[training]``: what is trained (the spec is built from these keys)."""
-
-    dataset: str
-    n_records: int
-    model: str
-    hidden: int
-    noise_multiplier: float
-    sampling: str
-    sample_rate: float
-    batch_size: int
-    steps: int
-    clip_norm: float
-    learning_rate: float
-    neighbouring: str
-    fault: str
-    fault_factor: float
-    trainer: str = ""  # a user trainer "module:function" (docs/own-training.md)
-    trainer_dir: str = ""  # where its module is looked up first
-    steps_per_epoch: int = 10  # random_allocation only (absent from results written before it existed)
-    k: int = 1  # random_allocation only
-    max_batch_size: int = 0  # truncated Poisson's largest batch (0: another sampling kind)
-
-
-@dataclass(frozen=True)
-class CanaryConfig:
-    """``[canary]``."""
-
-    kind: str
-    norm: float
-    count: int
-
-
-@dataclass(frozen=True)
-class AttackConfig:
-    """``[attack]``."""
-
-    threat_model: str
-    score: str
-    n_shadow: int
-
-
-@dataclass(frozen=True)
-class AuditConfig:
-    """``[audit]``."""
-
-    game: str
-    trials: int
-    significance: float
-    delta: float
-    seed: int
-    threshold: str
-    chunk_size: int
-    lift_limits: bool = False  # counts above audit.config.LIMITS allowed (docs/cli.md)
-    trial_timeout: float = 0.0  # seconds per trial of a user trainer; 0: none (docs/own-training.md)
-    max_trials: int = 0  # the sequential design's ceiling; 0: the fixed design of ``trials`` trials
-    time_budget: float = 0.0  # seconds the sequential design may play trials; 0: none
-
-
-@dataclass(frozen=True)
-class ClaimConfig:
-    """``[claim]``: the (ε, δ) that ``dpaudit check`` decides."""
-
-    epsilon: float | str
-    delta: float
-
-
-@dataclass(frozen=True)
-class VariantOverride:
-    """One ``[[variant]]``: its name and the keys it changes from the base (section -> key -> value)."""
-
-    name: str
-    training: dict[str, Any] = field(default_factory=dict)
-    canary: dict[str, Any] = field(default_factory=dict)
-    attack: dict[str, Any] = field(default_factory=dict)
-    audit: dict[str, Any] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        check_name(self.name, "variant name")
-
-
-@dataclass(frozen=True)
-class RunConfig:
-    """The fully resolved configuration of a run (what ``config.toml`` holds), seeds included."""
-
-    training: TrainingConfig
-    canary: CanaryConfig
-    attack: AttackConfig
-    audit: AuditConfig
-    claim: ClaimConfig
-    variant: tuple[VariantOverride, ...] = ()
+# The typed configuration (audit/runconfig.py) is part of the result: RunResult.config is the run's RunConfig,
+# written in its JSON form (every key of the base, each variant as the keys it changes) and read back by
+# _run_config below.
 
 
 # ------------------------------------------------------------------------------------------ one audit
@@ -645,7 +559,7 @@ class RunResult:
             return "claim not supported"
         return "no violation"
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         """The JSON-ready object of ``result.json`` (non-finite floats become null)."""
         return to_dict(self)
 
@@ -676,12 +590,12 @@ def _plain(x: Any) -> Any:
         return float(x) if math.isfinite(x) else None  # JSON has no ±inf/NaN: say nothing
     if isinstance(x, DPSGD):
         return x.to_dict()
+    if isinstance(x, RunConfig):
+        return _plain(x.to_json())
     if dataclasses.is_dataclass(x) and not isinstance(x, type):
         d = {f.name: _plain(getattr(x, f.name)) for f in dataclasses.fields(x)}
         if isinstance(x, AuditResult):
             d["spec_text"] = x.spec_text  # for people reading the JSON; ignored on reading
-        if isinstance(x, VariantOverride):  # as config.loads writes it: only the sections it changes
-            d = {k: v for k, v in d.items() if v != {}}
         return d
     if isinstance(x, dict):
         return {str(k): _plain(v) for k, v in x.items()}
@@ -692,7 +606,7 @@ def _plain(x: Any) -> Any:
     return x
 
 
-def to_dict(obj: Any) -> dict[str, Any]:
+def to_dict(obj: Any) -> JSONObject:
     """A model object (any dataclass here) as a JSON-ready dict; non-finite floats become None."""
     if not dataclasses.is_dataclass(obj) or isinstance(obj, type):
         raise InputTypeError(f"to_dict takes a model dataclass; got {type(obj).__name__}")
@@ -736,6 +650,8 @@ def _decode(tp: Any, value: Any, where: str) -> Any:
         if not isinstance(spec, DPSGD):
             raise InputTypeError(f"{where} must describe one DPSGD; got {type(spec).__name__}")
         return spec
+    if tp is RunConfig:
+        return _run_config(value, where)
     if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         return from_dict(tp, value, where=where)
     if tp is float:
@@ -777,6 +693,39 @@ def from_dict(cls: type, obj: Any, *, where: str = "result") -> Any:
         return cls(**kwargs)
     except (InputError, InputTypeError) as exc:
         raise InputError(f"{where}: {exc}") from None
+
+
+def _run_config(obj: Any, where: str) -> RunConfig:
+    """The :class:`RunConfig` of a ``result.json`` (:meth:`RunConfig.to_json`): each variant merged with the base."""
+    if not isinstance(obj, dict):
+        raise InputTypeError(f"{where} must be an object; got {type(obj).__name__}")
+    unknown = sorted(set(obj) - {*SECTIONS, "variant"})
+    if unknown:
+        raise InputError(f"{where} has unknown key {unknown[0]!r}; allowed: {sorted([*SECTIONS, 'variant'])}")
+    for s in SECTIONS:
+        if s not in obj:
+            raise InputError(f"{where} is missing the key {s!r}")
+    base = RunConfig(**{s: from_dict(cls, obj[s], where=f"{where}.{s}") for s, cls in SECTIONS.items()})
+    entries = obj.get("variant", [])
+    if not isinstance(entries, list):
+        raise InputTypeError(f"{where}.variant must be a list; got {type(entries).__name__}")
+    variants = []
+    for i, v in enumerate(entries):
+        at = f"{where}.variant[{i}]"
+        if not isinstance(v, dict):
+            raise InputTypeError(f"{at} must be an object; got {type(v).__name__}")
+        bad = sorted(set(v) - {"name", *VARIANT_SECTIONS})
+        if bad:
+            raise InputError(f"{at} has unknown key {bad[0]!r}; allowed: {sorted(['name', *VARIANT_SECTIONS])}")
+        name = check_name(v.get("name"), f"{at}.name")
+        sections: dict[str, Any] = {}
+        for s in VARIANT_SECTIONS:  # the base with the keys this variant changes
+            diff = v.get(s, {})
+            if not isinstance(diff, dict):
+                raise InputTypeError(f"{at}.{s} must be an object; got {type(diff).__name__}")
+            sections[s] = from_dict(SECTIONS[s], {**to_dict(getattr(base, s)), **diff}, where=f"{at}.{s}")
+        variants.append(VariantConfig(name, claim=base.claim, **sections))
+    return dataclasses.replace(base, variants=tuple(variants), source=where)
 
 
 def dumps(result: RunResult) -> str:

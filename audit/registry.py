@@ -42,6 +42,7 @@ __all__ = [
     "score_names",
     "strategies",
     "threat_of",
+    "user_trainer_scores",
 ]
 
 THREATS: dict[str, Threat] = {
@@ -115,6 +116,18 @@ def score_names(threat: str | None = None) -> list[str]:
     """Registered score names (sorted), optionally only those a ``threat`` view allows (white or black box)."""
     return sorted(n for n, info in mia.SCORE_INFO.items()
                   if threat is None or type(info.threat) is type(threat_of(threat)))
+
+
+def user_trainer_scores(threat: str | None = None) -> tuple[str, ...]:
+    """The scores a user trainer's audit computes, in the black box, the white box or either (None): read from
+    :mod:`attacks.plugin` (``SCORES``, ``WHITE_SCORES``), their one definition."""
+    from attacks import plugin
+
+    if threat == "black_box":
+        return plugin.SCORES
+    if threat == "white_box":
+        return plugin.WHITE_SCORES
+    return (*plugin.SCORES, *plugin.WHITE_SCORES)
 
 
 def fault_names() -> list[str]:

@@ -43,6 +43,7 @@ from attacks import membership as mia
 from . import comparator, conformance, model, registry, statistics, tightness
 from . import config as config_mod
 from . import formatting as fmt
+from .runconfig import AuditConfig, ClaimConfig, RunConfig, VariantConfig
 
 __all__ = ["Asked", "BuiltIn", "Prepared", "RunError", "UserTrainer", "assemble", "audit_variant", "build",
            "check_claim", "execute", "execute_config", "game_input", "load_result", "prepare", "spec_of"]
@@ -54,81 +55,80 @@ class RunError(InputError):
     """A run folder that cannot be used as asked (exists without --resume, config mismatch, in use, ...)."""
 
 
-def spec_of(v: dict[str, Any]) -> DPSGD:
+def spec_of(v: VariantConfig) -> DPSGD:
     """The claimed DP-SGD description of a variant (dataset_size counts the larger neighbour).
 
     Built through :mod:`accountants.describe`, the one vocabulary of TOML, CLI and JSON.
     """
-    t, can, aud = v["training"], v["canary"], v["audit"]
-    extra = 1 if aud["game"] == "reconstruction" else can["count"]
-    kind = describe.parse_sampling_kind(t["sampling"], key="training.sampling")
+    t = v.training
+    extra = 1 if v.audit.game == "reconstruction" else v.canary.count
+    kind = describe.parse_sampling_kind(t.sampling, key="training.sampling")
     if kind == "poisson":
-        sampling = describe.make_sampling(kind, sample_rate=t["sample_rate"], key="training.sampling")
+        sampling = describe.make_sampling(kind, sample_rate=t.sample_rate, key="training.sampling")
     elif kind == "random_allocation":
-        sampling = describe.make_sampling(kind, k=t["k"], steps_per_epoch=t["steps_per_epoch"],
-                                          key="training.sampling")
+        sampling = describe.make_sampling(kind, k=t.k, steps_per_epoch=t.steps_per_epoch, key="training.sampling")
     elif kind == "truncated_poisson":
-        sampling = describe.make_sampling(kind, sample_rate=t["sample_rate"], max_batch_size=t["max_batch_size"],
-                                          dataset_size=t["n_records"] + extra, key="training.sampling")
+        sampling = describe.make_sampling(kind, sample_rate=t.sample_rate, max_batch_size=t.max_batch_size,
+                                          dataset_size=t.n_records + extra, key="training.sampling")
     else:
-        sampling = describe.make_sampling(kind, batch_size=t["batch_size"], dataset_size=t["n_records"] + extra,
+        sampling = describe.make_sampling(kind, batch_size=t.batch_size, dataset_size=t.n_records + extra,
                                           key="training.sampling")
-    return acc.DPSGD(t["noise_multiplier"], sampling, t["steps"],
-                     neighbouring=describe.parse_neighbouring(t["neighbouring"], key="training.neighbouring"))
+    return acc.DPSGD(t.noise_multiplier, sampling, t.steps,
+                     neighbouring=describe.parse_neighbouring(t.neighbouring, key="training.neighbouring"))
 
 
-def _records(v: dict[str, Any]) -> data_mod.Dataset:
+def _records(v: VariantConfig) -> data_mod.Dataset:
     """The variant's natural records: the first n_records, or under a Poisson claim with the conformance canary
     (``dead_feature``) the audit's own dataset, copies of one record and one of each other class
     (:func:`attacks.conformance_record.copied_records`; audit.conformance, "The audit's dataset")."""
-    t = v["training"]
-    d = data_mod.load(t["dataset"])
-    if t["n_records"] > d.n:
-        raise InputError(f"training.n_records must be ≤ {d.n} for dataset {t['dataset']!r}; got {t['n_records']}")
-    if v["canary"]["kind"] == conformance_record.KIND and \
-            describe.parse_sampling_kind(t["sampling"], key="training.sampling") == "poisson":
-        return conformance_record.copied_records(d, t["n_records"])
-    return d.subset(slice(0, t["n_records"]))
+    t = v.training
+    d = data_mod.load(t.dataset)
+    if t.n_records > d.n:
+        raise InputError(f"training.n_records must be ≤ {d.n} for dataset {t.dataset!r}; got {t.n_records}")
+    if v.canary.kind == conformance_record.KIND and \
+            describe.parse_sampling_kind(t.sampling, key="training.sampling") == "poisson":
+        return conformance_record.copied_records(d, t.n_records)
+    return d.subset(slice(0, t.n_records))
 
 
-def build(v: dict[str, Any]) -> tuple[games.Setup, Any, Any, list]:
+def build(v: VariantConfig) -> tuple[games.Setup, Any, Any, list]:
     """(Setup, canaries, threat, scores) of dpaudit's own game for one resolved variant; seeded by audit.seed.
 
     Canaries, scores, faults and the threat model come from their registries (:mod:`audit.registry`).
     A user trainer's variant has no built-in model: :func:`game_input` makes its trial context instead.
     """
-    t, can, att, aud = v["training"], v["canary"], v["attack"], v["audit"]
+    t, can, att, aud = v.training, v.canary, v.attack, v.audit
     d = _records(v)
     in_features = int(np.prod(d.feature_shape))
-    match t["model"]:
+    match t.model:
         case "logistic_regression":
             model = models.logistic_regression(in_features, d.num_classes)
         case "mlp":
-            model = models.mlp(in_features, t["hidden"], d.num_classes)
+            model = models.mlp(in_features, t.hidden, d.num_classes)
         case "cnn":
             side = math.isqrt(in_features)
             if len(d.feature_shape) != 1 or side * side != in_features or side % 2:
                 raise InputError(f"training.model = 'cnn' needs square one-channel images of even side (digits: "
-                                 f"8x8); dataset {t['dataset']!r} has {in_features} features")
+                                 f"8x8); dataset {t.dataset!r} has {in_features} features")
             d = d.as_images(side)
-            model = models.small_cnn(d.num_classes, channels=t["hidden"], side=side)
-    gen = torch.Generator().manual_seed(int(aud["seed"]))
-    crafted = att["threat_model"] == "white_box_crafted_dataset"
+            model = models.small_cnn(d.num_classes, channels=t.hidden, side=side)
+    gen = torch.Generator().manual_seed(int(aud.seed))
+    crafted = att.threat_model == "white_box_crafted_dataset"
     if crafted:  # every record is crafted (docs/worst-case.md): n_records gradient records beside the canary
         p0 = {k: val[0] for k, val in models.init_params(model, 1, gen).items()}
         dim = sum(val.numel() for val in p0.values())
-        c = worst_case.crafted(spec_of(v), dim, clip_norm=can["norm"] * t["clip_norm"])
+        c = worst_case.crafted(spec_of(v), dim, clip_norm=can.norm * t.clip_norm)
         d = d.subset(slice(0, 0))  # Poisson needs no other record; fixed size: all n_records are crafted
     else:  # the canary kind's registered builder
-        info_c = registry.canaries()[can["kind"]]
+        info_c = registry.canaries()[can.kind]
         p0 = {k: val[0] for k, val in models.init_params(model, 1, gen).items()} if info_c.kind == "gradient" \
             else None
-        c = info_c.build(model, p0, d, can["count"], can["norm"] * t["clip_norm"], gen)
-    threat = registry.threat_of(att["threat_model"])
-    info = mia.score_info(att["score"])
-    scores = [info.cls(**{f: att[key] for f, key in info.config.items()})]
-    setup = games.Setup(spec_of(v), model, d, clip_norm=t["clip_norm"], learning_rate=t["learning_rate"],
-                        fault=faults_mod.fault_from_name(t["fault"], t))
+        c = info_c.build(model, p0, d, can.count, can.norm * t.clip_norm, gen)
+    threat = registry.threat_of(att.threat_model)
+    info = mia.score_info(att.score)
+    scores = [info.cls(**{f: getattr(att, key) for f, key in info.config.items()})]
+    setup = games.Setup(spec_of(v), model, d, clip_norm=t.clip_norm, learning_rate=t.learning_rate,
+                        fault=_fault(v))
     return setup, c, threat, scores
 
 
@@ -157,11 +157,11 @@ class UserTrainer:
 class Prepared:
     """One audit of a run, checked and ready to play: its resolved variant and its game input."""
 
-    variant: dict[str, Any]
+    variant: VariantConfig
     game: BuiltIn | UserTrainer
 
 
-def game_input(v: dict[str, Any], *, trainer: str | Callable | None = None, fn: Callable | None = None,
+def game_input(v: VariantConfig, *, trainer: str | Callable | None = None, fn: Callable | None = None,
                trial_timeout: float | None = None) -> BuiltIn | UserTrainer:
     """The game input of one resolved variant: dpaudit's own DP-SGD, or the user trainer the variant names.
 
@@ -169,59 +169,65 @@ def game_input(v: dict[str, Any], *, trainer: str | Callable | None = None, fn: 
     ``fn``: that trainer already loaded (:func:`prepare` loads it once per run); ``trial_timeout``: the
     ``--trial-timeout`` flag (None: ``audit.trial_timeout``).
     """
-    if not v["training"]["trainer"]:
+    if not v.training.trainer:
         return BuiltIn(*build(v))
-    return _user_trainer(v, trainer if trainer is not None else v["training"]["trainer"], fn, trial_timeout)
+    return _user_trainer(v, trainer if trainer is not None else v.training.trainer, fn, trial_timeout)
 
 
-def _user_trainer(v: dict[str, Any], trainer: str | Callable, fn: Callable | None,
+def _fault(v: VariantConfig) -> faults_mod.FaultBase | None:
+    """The variant's deliberately broken trainer (None: ``training.fault = "none"``), its fields from [training]."""
+    t = v.training
+    return faults_mod.fault_from_name(t.fault, {f.name: getattr(t, f.name) for f in dataclasses.fields(t)})
+
+
+def _user_trainer(v: VariantConfig, trainer: str | Callable, fn: Callable | None,
                   trial_timeout: float | None) -> UserTrainer:
     """The trial context of a user trainer's variant: its natural records, canaries and claim (no built-in model)."""
-    t, can, att, aud = v["training"], v["canary"], v["attack"], v["audit"]
+    t, can, att, aud = v.training, v.canary, v.attack, v.audit
     d = _records(v)
     c: Any
-    if registry.canaries()[can["kind"]].kind == "gradient":  # the hook's Dirac canaries (docs/own-training.md)
-        c = plugin.DiracCanaries(tuple(range(can["count"])), can["norm"]) if aud["game"] == "one_run" \
-            else plugin.DiracCanary(0, can["norm"])  # one run: canary j on flat parameter j; else parameter 0
+    if registry.canaries()[can.kind].kind == "gradient":  # the hook's Dirac canaries (docs/own-training.md)
+        c = plugin.DiracCanaries(tuple(range(can.count)), can.norm) if aud.game == "one_run" \
+            else plugin.DiracCanary(0, can.norm)  # one run: canary j on flat parameter j; else parameter 0
     else:  # an input canary goes through the trainer's whole pipeline
-        c = registry.canaries()[can["kind"]].build(None, None, d, can["count"], can["norm"] * t["clip_norm"],
-                                                   torch.Generator().manual_seed(int(aud["seed"])))
-    timeout = trial_timeout if trial_timeout is not None else (aud["trial_timeout"] or None)  # the flag, else the key
-    ctx = plugin.Context(trainer, d, c, int(aud["seed"]), att["score"], t["trainer_dir"] or None, spec_of(v),
-                         att["threat_model"], t["clip_norm"], timeout, fn=fn)
-    return UserTrainer(ctx, sequential=bool(aud["max_trials"]))
+        c = registry.canaries()[can.kind].build(None, None, d, can.count, can.norm * t.clip_norm,
+                                                torch.Generator().manual_seed(int(aud.seed)))
+    timeout = trial_timeout if trial_timeout is not None else (aud.trial_timeout or None)  # the flag, else the key
+    ctx = plugin.Context(trainer, d, c, int(aud.seed), att.score, t.trainer_dir or None, spec_of(v),
+                         att.threat_model, t.clip_norm, timeout, fn=fn)
+    return UserTrainer(ctx, sequential=bool(aud.max_trials))
 
 
-def _plugin_game(ctx: plugin.Context, aud: dict[str, Any], run_dir: Path, progress: bool, backend: Any = None,
+def _plugin_game(ctx: plugin.Context, aud: AuditConfig, run_dir: Path, progress: bool, backend: Any = None,
                  n_trials: int | None = None) -> games.AttackOutcome:
-    if aud["game"] == "one_run":
-        return plugin.one_run_game(ctx, n_runs=aud["trials"], run_dir=run_dir, progress=progress, backend=backend)
-    return plugin.multi_run_game(ctx, n_trials=n_trials or aud["trials"], run_dir=run_dir, progress=progress,
+    if aud.game == "one_run":
+        return plugin.one_run_game(ctx, n_runs=aud.trials, run_dir=run_dir, progress=progress, backend=backend)
+    return plugin.multi_run_game(ctx, n_trials=n_trials or aud.trials, run_dir=run_dir, progress=progress,
                                  backend=backend)
 
 
-def _builtin_game(game: BuiltIn, aud: dict[str, Any], run_dir: Path, progress: bool,
+def _builtin_game(game: BuiltIn, aud: AuditConfig, run_dir: Path, progress: bool,
                   backend: Any) -> games.AttackOutcome:
     setup, c = game.setup, game.canaries
-    common = dict(threat=game.threat, seed=int(aud["seed"]), run_dir=run_dir, progress=progress, backend=backend)
-    match aud["game"]:
+    common = dict(threat=game.threat, seed=int(aud.seed), run_dir=run_dir, progress=progress, backend=backend)
+    match aud.game:
         case "multi_run":
-            return games.multi_run_game(setup, c, scores=game.scores, n_trials=aud["trials"],
-                                        chunk_size=aud["chunk_size"], **common)
+            return games.multi_run_game(setup, c, scores=game.scores, n_trials=aud.trials,
+                                        chunk_size=aud.chunk_size, **common)
         case "one_run":
-            return games.one_run_game(setup, c, scores=game.scores, n_runs=aud["trials"],
-                                      chunk_size=aud["chunk_size"], **common)
+            return games.one_run_game(setup, c, scores=game.scores, n_runs=aud.trials,
+                                      chunk_size=aud.chunk_size, **common)
         case "reconstruction":
-            return games.reconstruction_game(setup, c, n_trials=aud["trials"], chunk_size=aud["chunk_size"], **common)
-    raise InputError(f"audit.game must be one of ['multi_run', 'one_run', 'reconstruction']; got {aud['game']!r}")
+            return games.reconstruction_game(setup, c, n_trials=aud.trials, chunk_size=aud.chunk_size, **common)
+    raise InputError(f"audit.game must be one of ['multi_run', 'one_run', 'reconstruction']; got {aud.game!r}")
 
 
 SEQUENTIAL_BLOCK = 250  # trials played between two checks of the time budget (at least; a quarter of those played)
 
 
-def _sequential_game(ctx: plugin.Context, aud: dict[str, Any], run_dir: Path, progress: bool, backend: Any,
+def _sequential_game(ctx: plugin.Context, aud: AuditConfig, run_dir: Path, progress: bool, backend: Any,
                      curves: comparator.Curves,
-                     claim: dict[str, Any] | None) -> tuple[games.AttackOutcome, model.Sequential]:
+                     claim: ClaimConfig | None) -> tuple[games.AttackOutcome, model.Sequential]:
     """Play a user trainer's multi-run game in blocks up to the sequential test's decision (statistics.sequential).
 
     The looks are replayed over the trials in ``trials.jsonl`` after every block, so a resumed audit
@@ -235,13 +241,13 @@ def _sequential_game(ctx: plugin.Context, aud: dict[str, Any], run_dir: Path, pr
                          f"for {describe.describe(spec)}; set audit.max_trials = 0")
     curve = _numpy_curve(f)
     reject = _claim_test(claim, spec, aud) if claim is not None else None
-    budget = float(aud["time_budget"]) or None
-    looks = statistics.look_schedule(aud["max_trials"])
+    budget = float(aud.time_budget) or None
+    looks = statistics.look_schedule(aud.max_trials)
     t0, target, stopped = time.monotonic(), looks[0], None
     while True:
         out = _plugin_game(ctx, aud, run_dir, progress, backend, n_trials=target)
-        res = statistics.sequential_test(out.scores[_primary(out)], out.truth, curve, significance=aud["significance"],
-                                         max_trials=aud["max_trials"], reject=reject)
+        res = statistics.sequential_test(out.scores[_primary(out)], out.truth, curve, significance=aud.significance,
+                                         max_trials=aud.max_trials, reject=reject)
         if res.stopped != "continue":
             break
         if budget is not None and time.monotonic() - t0 >= budget and res.evaluated:
@@ -254,7 +260,7 @@ def _sequential_game(ctx: plugin.Context, aud: dict[str, Any], run_dir: Path, pr
         out = _plugin_game(ctx, aud, run_dir, False, None, n_trials=res.trials)  # read back, none played
     if res.level is None:  # a decision or a time budget (which needs an evaluated look) always has a look's level
         raise RuntimeError("the sequential test stopped without a look; a bug in dpaudit")
-    seq = model.Sequential(aud["max_trials"], res.looks, res.levels, tuple(
+    seq = model.Sequential(aud.max_trials, res.looks, res.levels, tuple(
         model.SequentialLook(x.n, x.level, _finite(x.margin), x.decision) for x in res.evaluated),
         stopped or res.stopped, res.trials, played, float(res.level), _sequential_reason(res, stopped, budget), budget)
     return out, seq
@@ -285,17 +291,16 @@ def _numpy_curve(f: acc.TradeOff) -> Callable[[np.ndarray], np.ndarray]:
     return lambda a: f(torch.as_tensor(np.asarray(a, dtype=np.float64))).numpy()
 
 
-def _claim_test(claim: dict[str, Any], spec: DPSGD, aud: dict[str, Any]) -> Callable[[np.ndarray, np.ndarray, float],
-                                                                                        bool]:
+def _claim_test(claim: ClaimConfig, spec: DPSGD, aud: AuditConfig) -> Callable[[np.ndarray, np.ndarray, float], bool]:
     """The claim part of :func:`check_claim` at one look: ε_lower > claim, or a box below the claim's curve."""
-    d, eps = claim["delta"], claim["epsilon"]
+    d, eps = claim.delta, claim.epsilon
     if eps == "accountant":  # as check_claim: the smallest ε of the methods that cover the spec
         best = _accountant_epsilon(spec, d)
         eps = math.inf if best is None else best
     if not math.isfinite(float(eps)):
         return lambda xin, xout, level: False
     claim_curve = _numpy_curve(_claim_curve(float(eps), d))
-    strategy = _strategy(aud["threshold"], int(aud["seed"]))
+    strategy = _strategy(aud.threshold, int(aud.seed))
 
     def test(xin: np.ndarray, xout: np.ndarray, level: float) -> bool:
         lb = statistics.epsilon_lower_bound(xin, xout, delta=d, significance=level, strategy=strategy).value
@@ -379,7 +384,7 @@ def _finite(x: float | None) -> float | None:
 CHUNKING_FILE = "chunking.json"
 
 
-def _chunking(v: dict[str, Any], game: BuiltIn | UserTrainer, run_dir: Path, memory_gb: float | None) -> dict:
+def _chunking(v: VariantConfig, game: BuiltIn | UserTrainer, run_dir: Path, memory_gb: float | None) -> dict:
     """How many models a chunk trains at once: audit.chunk_size at most, and what fits the memory budget.
 
     The first run of a variant decides and writes ``chunking.json``; a resume reads it, since the
@@ -399,9 +404,9 @@ def _chunking(v: dict[str, Any], game: BuiltIn | UserTrainer, run_dir: Path, mem
     where = setup.device if setup.device is not None else setup.data.x.device
     budget = int(memory_gb * 2**30) if memory_gb is not None else dpsgd.default_memory_bytes(where)
     per = dpsgd.bytes_per_model(setup.spec, setup.model, setup.data, m=getattr(c, "records", c.m), probes=c.m)
-    cap = v["audit"]["chunk_size"]
-    if v["audit"]["game"] == "one_run":
-        cap = min(cap, v["audit"]["trials"])
+    cap = v.audit.chunk_size
+    if v.audit.game == "one_run":
+        cap = min(cap, v.audit.trials)
     rec = {"models_at_once": dpsgd.models_that_fit(budget, per, cap=cap), "bytes_per_model_estimate": per,
            "memory_budget_bytes": budget, "chunk_size_cap": cap}
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -432,13 +437,16 @@ def _violation(v: comparator.Violation | None) -> model.ViolationTest:
 
 
 def _boxes(p: statistics.EmpiricalTradeOff) -> model.ConfidenceBoxes:
-    d: dict[str, Any] = {k: (tuple(_finite(x) for x in v) if isinstance(v, list) else v)
-                         for k, v in p.to_dict().items()}
-    return model.ConfidenceBoxes(**d)
+    def floats(x: np.ndarray) -> tuple[float, ...]:
+        return tuple(float(v) for v in x.tolist())
+
+    return model.ConfidenceBoxes(tuple(_finite(float(x)) for x in p.thresholds.tolist()), floats(p.fpr),
+                                 floats(p.fnr), floats(p.fpr_lo), floats(p.fpr_hi), floats(p.fnr_lo), floats(p.fnr_hi),
+                                 int(p.n_in), int(p.n_out), float(p.confidence))
 
 
-def audit_variant(v: dict[str, Any], run_dir: Path, *, progress: bool = False,
-                  claim: dict[str, Any] | None = None, backend: Any = None,
+def audit_variant(v: VariantConfig, run_dir: Path, *, progress: bool = False,
+                  claim: ClaimConfig | None = None, backend: Any = None,
                   memory_gb: float | None = None, device: str = "cpu",
                   trial_timeout: float | None = None, game: BuiltIn | UserTrainer | None = None) -> model.AuditResult:
     """Play one variant's game in ``run_dir`` (resuming what is there), compare it with the accountants and
@@ -452,14 +460,14 @@ def audit_variant(v: dict[str, Any], run_dir: Path, *, progress: bool = False,
     if isinstance(game, BuiltIn):
         game = dataclasses.replace(game, setup=dataclasses.replace(game.setup, device=device))
     chunking = _chunking(v, game, run_dir, memory_gb)
-    aud = {**v["audit"], "chunk_size": chunking["models_at_once"]}
+    aud = dataclasses.replace(v.audit, chunk_size=int(chunking["models_at_once"]))
     spec = spec_of(v)
-    curves = comparator.analytical_curves(spec, aud["delta"])
+    curves = comparator.analytical_curves(spec, aud.delta)
     seq = None
     match game:  # the game input decides the game: no guard on the trainer key
         case UserTrainer(sequential=True):  # the sequential design (audit.max_trials)
             out, seq = _sequential_game(game.context, aud, run_dir, progress, backend, curves, claim)
-            aud = {**aud, "significance": seq.level, "trials": seq.trials}  # the deciding look's fixed-N test
+            aud = dataclasses.replace(aud, significance=seq.level, trials=seq.trials)  # the deciding look's test
         case UserTrainer():
             out = _plugin_game(game.context, aud, run_dir, progress, backend)
         case BuiltIn():
@@ -468,32 +476,29 @@ def audit_variant(v: dict[str, Any], run_dir: Path, *, progress: bool = False,
     t_game = time.perf_counter() - t0
     conf = None
     if out.metadata.get("conformance"):  # the premise tests share this audit's significance with its ε audit
-        aud = {**aud, "significance": aud["significance"] / 2}
-        conf = conformance.run_tests(out.metadata["conformance"], spec, aud["significance"], int(aud["seed"]))
-    s = aud["significance"]
+        aud = dataclasses.replace(aud, significance=aud.significance / 2)
+        conf = conformance.run_tests(out.metadata["conformance"], spec, aud.significance, int(aud.seed))
+    s = aud.significance
     sc = out.scores[name]
     cmp: comparator.MembershipComparison | comparator.ReconstructionComparison
     if out.design is games.Design.RECONSTRUCTION:
         cmp = comparator.compare_reconstruction(out.successes(name), float(out.metadata["kappa"]), curves,
                                                 significance=s)
     else:
-        _check_both_sides(v["name"], out.truth, out.design)
+        _check_both_sides(v.name, out.truth, out.design)
         if out.design is games.Design.MULTI_RUN:
-            cmp = comparator.compare_membership(sc[out.truth], sc[~out.truth], spec, delta=aud["delta"],
-                                                significance=s, strategy=_strategy(aud["threshold"], int(aud["seed"])),
+            cmp = comparator.compare_membership(sc[out.truth], sc[~out.truth], spec, delta=aud.delta,
+                                                significance=s, strategy=_strategy(aud.threshold, int(aud.seed)),
                                                 curves=curves)
         else:
-            cmp = comparator.compare_one_run(sc, out.truth, spec, delta=aud["delta"], significance=s, curves=curves)
+            cmp = comparator.compare_one_run(sc, out.truth, spec, delta=aud.delta, significance=s, curves=curves)
         if seq is not None:  # computed at the deciding look's level; all looks hold jointly at the audit's confidence
-            cmp = _restated(cmp, 1 - v["audit"]["significance"])
-    asked = Asked(v["name"], out.design, out.threat, name, v["canary"]["kind"],
-                  faults_mod.describe(faults_mod.fault_from_name(v["training"]["fault"], v["training"])), spec,
-                  aud["delta"], s, int(aud["seed"]), aud["threshold"], int(aud["trials"]),
-                  reported_significance=v["audit"]["significance"] if seq is not None else None)
-    return assemble(asked, curves, sc, out.truth, cmp,
-                    claim=None if claim is None else model.ClaimConfig(claim["epsilon"], claim["delta"]),
-                    started=t0, game_s=t_game, models_at_once=int(chunking["models_at_once"]), conformance=conf,
-                    sequential=seq)
+            cmp = _restated(cmp, 1 - v.audit.significance)
+    asked = Asked(v.name, out.design, out.threat, name, v.canary.kind, faults_mod.describe(_fault(v)), spec,
+                  aud.delta, s, int(aud.seed), aud.threshold, int(aud.trials),
+                  reported_significance=v.audit.significance if seq is not None else None)
+    return assemble(asked, curves, sc, out.truth, cmp, claim=claim, started=t0, game_s=t_game,
+                    models_at_once=int(chunking["models_at_once"]), conformance=conf, sequential=seq)
 
 
 # ------------------------------------------------------------------------------------------ assembly
@@ -566,7 +571,8 @@ def _reconstruction_fields(rc: comparator.ReconstructionComparison, asked: Asked
     bound = "n/a" if rc.bound is None else fmt.upper(rc.bound, 4)
     target = torch.nn.functional.one_hot(truth, scores.shape[1]).to(torch.bool)
     return dict(
-        trials=rc.trials, reconstruction=model.Reconstruction(**rc.to_dict()),
+        trials=rc.trials, reconstruction=model.Reconstruction(
+            rc.trials, rc.successes, rc.success_rate, rc.success_lower, rc.kappa, rc.bound, rc.confidence, rc.violated),
         histogram=_histogram(asked.score, scores[target].numpy(), scores[~target].numpy(),
                              ("true candidate", "other candidates")),
         violation=model.ViolationTest(
@@ -593,9 +599,7 @@ def _membership_fields(cmp: comparator.MembershipComparison, asked: Asked, curve
         histogram=_histogram(asked.score, scores[truth].numpy(), scores[~truth].numpy(), ("canary in", "canary out")),
     )
     if certify:
-        res.update(_certifiable(cmp.epsilon_lower, curves, {"significance": asked.significance, "delta": asked.delta,
-                                                            "threshold": asked.threshold, "seed": asked.seed},
-                                asked.design))
+        res.update(_certifiable(cmp.epsilon_lower, curves, asked))
     if asked.design is games.Design.ONE_RUN:
         res["one_run_statistics"] = one_run_statistics(cmp, curves if certify else None,
                                                        res.get("epsilon_certifiable"))
@@ -656,22 +660,21 @@ def one_run_statistics(cmp: comparator.MembershipComparison, curves: comparator.
     return tuple(out)
 
 
-def _certifiable(lb: statistics.EpsilonLowerBound, curves: comparator.Curves, aud: dict[str, Any],
-                 design: games.Design) -> dict[str, Any]:
+def _certifiable(lb: statistics.EpsilonLowerBound, curves: comparator.Curves, asked: Asked) -> dict[str, Any]:
     """ε_certifiable on the tightest accountant's curve (:func:`audit.comparator.tightest_method`, the one the
     violation test uses) and ε_lower / ε_certifiable."""
-    curve, which = curves.best, curves.best_method
+    curve, which, design = curves.best, curves.best_method, asked.design
     if design not in (games.Design.MULTI_RUN, games.Design.ONE_RUN) or curve is None or not lb.n_in or not lb.n_out:
         return {"epsilon_certifiable": None, "certifiable_ratio": None, "certifiable_curve": None}
     if design is games.Design.ONE_RUN:  # m canaries in one run: the same guesses statistic on canonical scores
-        sig = aud["significance"] if lb.confidence == 1 - aud["significance"] else 1 - lb.confidence  # a split s
-        reps = tightness.certifiable_one_run_replicates(curve, lb.n_in + lb.n_out, delta=aud["delta"],
+        sig = asked.significance if lb.confidence == 1 - asked.significance else 1 - lb.confidence  # a split s
+        reps = tightness.certifiable_one_run_replicates(curve, lb.n_in + lb.n_out, delta=asked.delta,
                                                         significance=sig, statistic=(
                                                             "order" if lb.method == "one_run_order" else "steinke"))
     else:
-        reps = tightness.certifiable_replicates(curve, lb.n_in, lb.n_out, delta=aud["delta"],
-                                                significance=aud["significance"],
-                                                strategy=_strategy(aud["threshold"], int(aud["seed"])))
+        reps = tightness.certifiable_replicates(curve, lb.n_in, lb.n_out, delta=asked.delta,
+                                                significance=asked.significance,
+                                                strategy=_strategy(asked.threshold, int(asked.seed)))
     ec = float(np.median(reps))
     return {"epsilon_certifiable": ec,
             "certifiable_ratio": tightness.certifiable_ratio(lb.value, ec),
@@ -749,7 +752,7 @@ def execute(config_path: str | Path | None, out: str | Path | None, *, resume: b
             on_variant: Callable[[model.AuditResult], None] | None = None,
             backend: Any = None, memory_gb: float | None = None,
             device: str = "cpu", trial_timeout: float | None = None,
-            on_start: Callable[[dict[str, Any], Path], None] | None = None,
+            on_start: Callable[[RunConfig, Path, list[Prepared]], None] | None = None,
             finish: Callable[[Path, model.RunResult], Any] | None = None) -> tuple[Path, model.RunResult]:
     """Run (or resume) every audit of a configuration in a run folder; write config.toml and result.json.
 
@@ -765,9 +768,9 @@ def execute(config_path: str | Path | None, out: str | Path | None, *, resume: b
             (:func:`attacks.dpsgd.default_memory_bytes`). Decides how many models train at once.
         device: where the DP-SGD trainer runs, "cpu" or "cuda[:N]" (``--device``); checked first.
         trial_timeout: seconds per trial of a user trainer (``--trial-timeout``; None: ``audit.trial_timeout``).
-        on_start: called with the resolved configuration and the run folder once everything is checked and
-            before the folder is created (the CLI prints the estimate and the folder; an InputError it
-            raises leaves no run folder behind).
+        on_start: called with the resolved configuration, the run folder and the audits' game inputs
+            (:func:`prepare`) once everything is checked and before the folder is created (the CLI prints the
+            estimate from those inputs and the folder; an InputError it raises leaves no run folder behind).
         finish: called with (run folder, result) while the run folder is still locked (the report:
             a ``--resume`` started meanwhile is refused until the report and figures are written).
 
@@ -780,12 +783,8 @@ def execute(config_path: str | Path | None, out: str | Path | None, *, resume: b
         out = Path("runs") / f"{stem}-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}"
     out = Path(out)
     cfg_file = _run_config_file(out, resume)
-    if resume:
-        cfg = config_mod.load_resolved(cfg_file)
-        if config_path is not None and config_mod.load(config_path) != cfg:
-            raise RunError(f"--resume: {config_path} differs from the configuration in {str(cfg_file)!r}")
-    else:
-        cfg = config_mod.load(config_path)
+    # a resume without CONFIG continues the folder's config.toml; with one, execute_config compares the two
+    cfg = config_mod.load_resolved(cfg_file) if resume and config_path is None else config_mod.load(config_path)
     return execute_config(cfg, out, resume=resume, progress=progress, claim=claim, on_variant=on_variant,
                           backend=backend, memory_gb=memory_gb, device=device, trial_timeout=trial_timeout,
                           on_start=on_start, finish=finish)
@@ -801,11 +800,11 @@ def _run_config_file(out: Path, resume: bool) -> Path:
     return cfg_file
 
 
-def execute_config(cfg: dict[str, Any], out: Path, *, resume: bool = False, progress: bool = True,
+def execute_config(cfg: RunConfig, out: Path, *, resume: bool = False, progress: bool = True,
                    claim: bool = False, on_variant: Callable[[model.AuditResult], None] | None = None,
                    backend: Any = None, memory_gb: float | None = None, device: str = "cpu",
                    trial_timeout: float | None = None,
-                   on_start: Callable[[dict[str, Any], Path], None] | None = None,
+                   on_start: Callable[[RunConfig, Path, list[Prepared]], None] | None = None,
                    finish: Callable[[Path, model.RunResult], Any] | None = None,
                    trainer: Callable | None = None) -> tuple[Path, model.RunResult]:
     """:func:`execute` of a resolved configuration (``resume``: the one in ``out``'s config.toml).
@@ -815,16 +814,17 @@ def execute_config(cfg: dict[str, Any], out: Path, *, resume: bool = False, prog
     """
     cfg_file = _run_config_file(out, resume)
     # Validate everything before creating anything: a bad configuration leaves no run folder behind.
-    if resume:
+    if resume:  # the typed configurations compared (RunConfig.source, where each came from, aside)
         if config_mod.load_resolved(cfg_file) != cfg:
-            raise RunError(f"--resume: the configuration differs from the one in {str(cfg_file)!r}")
+            raise RunError(f"--resume: {cfg.source or 'the configuration'} differs from the configuration in "
+                           f"{str(cfg_file)!r}")
     elif cfg_file.exists() or (out / "audits").exists():
         raise RunError(f"run folder {str(out)!r} already holds a run; pass --resume to continue it, or choose "
                        "another --out")
     audits = prepare(cfg, claim=claim, trainer=trainer, trial_timeout=trial_timeout)
     _plugin_limits(cfg, backend, device, memory_gb, trial_timeout)
     if on_start is not None:
-        on_start(cfg, out)
+        on_start(cfg, out, audits)
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -882,7 +882,7 @@ def lock(folder: Path) -> Iterator[None]:
         os.close(fd)
 
 
-def _plugin_limits(cfg: dict[str, Any], backend: Any, device: str, memory_gb: float | None = None,
+def _plugin_limits(cfg: RunConfig, backend: Any, device: str, memory_gb: float | None = None,
                    trial_timeout: float | None = None) -> None:
     """Refuse, before any work, the flags a user's own trainer does not honour (never ignore them silently).
 
@@ -890,7 +890,7 @@ def _plugin_limits(cfg: dict[str, Any], backend: Any, device: str, memory_gb: fl
     so ``--device`` other than cpu and ``--memory-gb`` would otherwise be dropped without a word.
     (``--backend process|ray`` runs its trials in workers, one trial per task.)
     """
-    if not any(v["training"].get("trainer") for v in config_mod.variants(cfg)):
+    if not any(v.training.trainer for v in cfg.audits()):
         if trial_timeout is not None:
             raise InputError("--trial-timeout applies to a user trainer ([training] trainer) only")
         return
@@ -902,12 +902,12 @@ def _plugin_limits(cfg: dict[str, Any], backend: Any, device: str, memory_gb: fl
                          "move tensors inside your train function and use --device cpu")
 
 
-def validate(cfg: dict[str, Any], *, claim: bool = False) -> None:
+def validate(cfg: RunConfig, *, claim: bool = False) -> None:
     """Check what the TOML schema cannot: every variant's game input builds (data size, spec, canaries, trainer)."""
     prepare(cfg, claim=claim)
 
 
-def prepare(cfg: dict[str, Any], *, claim: bool = False, trainer: Callable | None = None,
+def prepare(cfg: RunConfig, *, claim: bool = False, trainer: Callable | None = None,
             trial_timeout: float | None = None) -> list[Prepared]:
     """Every audit of ``cfg`` checked and its game input made, each user trainer loaded once for the whole run.
 
@@ -916,20 +916,21 @@ def prepare(cfg: dict[str, Any], *, claim: bool = False, trainer: Callable | Non
     """
     loaded: dict[tuple[Any, str], Callable] = {}
     out = []
-    for v in config_mod.variants(cfg):
-        ref, fn = v["training"]["trainer"], None
+    for v in cfg.audits():
+        ref: str | Callable = v.training.trainer
+        fn = None
         if ref:
             ref = trainer if trainer is not None else ref
-            key = (ref, v["training"]["trainer_dir"])
+            key = (ref, v.training.trainer_dir)
             if key not in loaded:  # the run's one load of this trainer
-                loaded[key] = plugin.load_trainer(ref, v["training"]["trainer_dir"] or None)
+                loaded[key] = plugin.load_trainer(ref, v.training.trainer_dir or None)
             fn = loaded[key]
-        where = f"variant {v['name']!r}: " if cfg.get("variant") else ""
+        where = f"variant {v.name!r}: " if cfg.variants else ""
         try:
             game = game_input(v, trainer=ref or None, fn=fn, trial_timeout=trial_timeout)
-            _strategy(v["audit"]["threshold"], int(v["audit"]["seed"]))
+            _strategy(v.audit.threshold, int(v.audit.seed))
             spec = spec_of(v)
-            if claim and cfg["claim"]["epsilon"] == "accountant" and \
+            if claim and cfg.claim.epsilon == "accountant" and \
                     all(acc.get_method(m).unsupported(spec) is not None for m in acc.methods()):
                 raise InputError(f"[claim] epsilon = \"accountant\": no accounting method covers "
                                  f"{describe.describe(spec)}; write the claimed epsilon as a number")
@@ -939,7 +940,7 @@ def prepare(cfg: dict[str, Any], *, claim: bool = False, trainer: Callable | Non
     return out
 
 
-def _run_audits(cfg: dict[str, Any], audits: list[Prepared], out: Path, *, progress: bool, claim: bool,
+def _run_audits(cfg: RunConfig, audits: list[Prepared], out: Path, *, progress: bool, claim: bool,
                 on_variant: Callable[[model.AuditResult], None] | None, backend: Any = None,
                 memory_gb: float | None = None, device: str = "cpu",
                 trial_timeout: float | None = None) -> model.RunResult:
@@ -948,9 +949,9 @@ def _run_audits(cfg: dict[str, Any], audits: list[Prepared], out: Path, *, progr
         # The configured significance is family-wise for the whole run: each of the k audits runs at
         # significance/k (Bonferroni), so the run's verdict (any violation, the claim check, the max
         # epsilon_lower) holds at 1 − significance however many variants the config defines.
-        v = {**p.variant, "audit": {**p.variant["audit"], "significance": p.variant["audit"]["significance"]
-                                    / len(audits)}}
-        r = audit_variant(v, out / "audits" / v["name"], progress=progress, claim=cfg["claim"] if claim else None,
+        v = dataclasses.replace(p.variant, audit=dataclasses.replace(
+            p.variant.audit, significance=p.variant.audit.significance / len(audits)))
+        r = audit_variant(v, out / "audits" / v.name, progress=progress, claim=cfg.claim if claim else None,
                           backend=backend, memory_gb=memory_gb, device=device, trial_timeout=trial_timeout,
                           game=p.game)
         results.append(r)
@@ -961,16 +962,16 @@ def _run_audits(cfg: dict[str, Any], audits: list[Prepared], out: Path, *, progr
     return result
 
 
-def summarise(cfg: dict[str, Any], audits: list[model.AuditResult]) -> model.RunResult:
+def summarise(cfg: RunConfig, audits: list[model.AuditResult]) -> model.RunResult:
     """The run's result (what result.json holds) from its resolved configuration and audits."""
-    s = cfg["audit"]["significance"]
+    s = cfg.audit.significance
     lbs = [(a.epsilon_lower.value, a.name) for a in audits if a.epsilon_lower is not None]
     k = max(1, len(lbs))
     best = max(lbs) if lbs else (None, None)
     checked = [(a.name, a.claim) for a in audits if a.claim is not None]
     return model.RunResult(
         created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        significance=s, delta=cfg["audit"]["delta"],
+        significance=s, delta=cfg.audit.delta,
         violation=any(a.violation.violated or (a.conformance is not None and a.conformance.rejected)
                       for a in audits),
         epsilon_lower=model.RunEpsilonLower(
@@ -980,7 +981,7 @@ def summarise(cfg: dict[str, Any], audits: list[model.AuditResult]) -> model.Run
                                  tuple(f"{name}: {r}" for name, c in checked for r in c.reasons))
         if checked else None,
         audits=tuple(audits),
-        config=model.from_dict(model.RunConfig, cfg, where="config"),
+        config=cfg,
     )
 
 

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import array
 import csv
+import dataclasses
 import json
 import math
 import re
@@ -50,7 +51,9 @@ import torch
 from accountants.errors import InputError, InputTypeError
 from accountants.events import DPSGD
 
-from . import comparator
+from . import comparator, model
+from .jsontypes import JSONObject
+from .runconfig import RunConfig
 
 __all__ = ["DESIGNS", "audit_name", "audit_scores", "audit_scores_run", "audit_trainer", "check_out_folder",
            "map_nonfinite", "read_scores"]
@@ -214,7 +217,7 @@ def read_scores(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
 _HUGE = 1e300  # finite scores beyond ±1e300 leave no headroom for arithmetic on scores (spans, bins, axes)
 
 
-def map_nonfinite(score: np.ndarray) -> tuple[np.ndarray, dict[str, Any] | None]:
+def map_nonfinite(score: np.ndarray) -> tuple[np.ndarray, model.NonFinite | None]:
     """Map +inf above and -inf below every finite score (ties kept); None when nothing was mapped.
 
     Order-preserving, so every rank-based bound is unchanged (module doc). Scores beyond ±1e300
@@ -242,8 +245,8 @@ def map_nonfinite(score: np.ndarray) -> tuple[np.ndarray, dict[str, Any] | None]
         plus, minus = float(out.max()), float(out.min())
         how = (f"scores reach beyond ±{_HUGE:g}, so every score was replaced by its dense rank (0 = the lowest"
                + (f"; +inf as {plus:g}" if pos.any() else "") + (f"; -inf as {minus:g}" if neg.any() else "") + ")")
-    return out, {"pos_inf": int(pos.sum()), "neg_inf": int(neg.sum()), "pos_inf_as": plus, "neg_inf_as": minus,
-                 "note": f"{how}; the bounds depend on the order only, so they are those of the original scores"}
+    return out, model.NonFinite(int(pos.sum()), int(neg.sum()), plus, minus,
+                                f"{how}; the bounds depend on the order only, so they are those of the original scores")
 
 
 def _arrays(data: Any) -> tuple[np.ndarray, np.ndarray, str]:
@@ -273,7 +276,7 @@ def _arrays(data: Any) -> tuple[np.ndarray, np.ndarray, str]:
 
 def audit_scores(data: Any, spec: DPSGD, *, delta: float, significance: float = 0.05, design: str = "multi_run",
                  claim_epsilon: float | None = None, out: str | Path | None = None,
-                 name: str | None = None, independent_canaries: bool = False) -> dict[str, Any]:
+                 name: str | None = None, independent_canaries: bool = False) -> JSONObject:
     """The JSON form (``dpaudit.result/2``, ``result.json``'s object, read back by
     :meth:`audit.model.RunResult.from_json`) of :func:`audit_scores_run`; ``nonfinite`` is in the audit."""
     run, _ = audit_scores_run(data, spec, delta=delta, significance=significance, design=design,
@@ -284,7 +287,8 @@ def audit_scores(data: Any, spec: DPSGD, *, delta: float, significance: float = 
 
 def audit_scores_run(data: Any, spec: DPSGD, *, delta: float, significance: float = 0.05, design: str = "multi_run",
                      claim_epsilon: float | None = None, out: str | Path | None = None,
-                     name: str | None = None, independent_canaries: bool = False) -> tuple[Any, dict[str, Any] | None]:
+                     name: str | None = None,
+                     independent_canaries: bool = False) -> tuple[model.RunResult, model.NonFinite | None]:
     """Audit membership scores against the claimed ``spec``; returns (:class:`audit.model.RunResult`, the
     non-finite scores' treatment or None). :func:`audit_scores` gives its ``dpaudit.result/2`` JSON form.
 
@@ -314,8 +318,7 @@ def audit_scores_run(data: Any, spec: DPSGD, *, delta: float, significance: floa
     """
     from attacks.games import Design
 
-    from . import config as config_mod
-    from . import model, runs
+    from . import runs
 
     t0 = time.perf_counter()
     design = parse_design(design)
@@ -347,10 +350,10 @@ def audit_scores_run(data: Any, spec: DPSGD, *, delta: float, significance: floa
     audit = runs.assemble(asked, curves, torch.as_tensor(score), torch.as_tensor(member), cmp,
                           claim=None if claim_epsilon is None else model.ClaimConfig(claim_epsilon, delta),
                           certify=certify, started=t0,
-                          nonfinite=model.NonFinite(**nonfinite) if nonfinite is not None else None)
-    cfg = config_mod.loads("")  # the run's config records only what a score file has: δ and significance
-    cfg["audit"].update(significance=s, delta=delta)
-    cfg["claim"]["delta"] = delta
+                          nonfinite=nonfinite)
+    base = RunConfig()  # the run's config records only what a score file has: δ and significance
+    cfg = dataclasses.replace(base, audit=dataclasses.replace(base.audit, significance=s, delta=delta),
+                              claim=dataclasses.replace(base.claim, delta=delta), source=label)
     run = runs.summarise(cfg, [audit])
     if out is not None:
         from . import report
@@ -392,7 +395,7 @@ def audit_trainer(trainer: Any, spec: DPSGD, *, trials: int | None = None, delta
                   dataset: str = "digits", n_records: int = 100, canary: str | None = None, threat: str | None = None,
                   score: str | None = None, clip_norm: float = 1.0, seed: int = 0, run_dir: str | Path | None = None,
                   resume: bool = False, claim_epsilon: float | str | None = None, out: str | Path | None = None,
-                  progress: bool = False, backend: Any = None, trial_timeout: float | None = None) -> dict[str, Any]:
+                  progress: bool = False, backend: Any = None, trial_timeout: float | None = None) -> JSONObject:
     """Audit a user trainer (a callable or ``"module:function"``) against ``spec``: the Python twin of a TOML with
     ``[training] trainer``, run exactly as ``dpaudit run``/``check`` runs it (docs/own-training.md).
 
@@ -443,7 +446,7 @@ def audit_trainer(trainer: Any, spec: DPSGD, *, trials: int | None = None, delta
         run = _trainer_run(trainer, cfg, folder, resume=resume, claim=claim_epsilon is not None, progress=progress,
                            backend=backend, trial_timeout=trial_timeout)
     if out is not None:
-        from . import model, report
+        from . import report
 
         Path(out).mkdir(parents=True, exist_ok=True)
         (Path(out) / runs.RESULT_FILE).write_text(model.dumps(run), encoding="utf-8")
@@ -454,7 +457,7 @@ def audit_trainer(trainer: Any, spec: DPSGD, *, trials: int | None = None, delta
 def _trainer_config(trainer: Any, spec: DPSGD, *, trials: int, delta: float, significance: float, dataset: str,
                     n_records: int, canary: str | None, threat: str | None, score: str | None, clip_norm: float,
                     seed: int, claim_epsilon: float | str | None, name: str, one_run: bool = False,
-                    count: int = 1) -> dict[str, Any]:
+                    count: int = 1) -> RunConfig:
     """The resolved configuration ``dpaudit check`` would read for this trainer and claim (``trainer`` as its name)."""
     from accountants import describe
     from accountants.sampling import FixedSize, Poisson, Shuffle
@@ -463,8 +466,7 @@ def _trainer_config(trainer: Any, spec: DPSGD, *, trials: int, delta: float, sig
     from . import config as config_mod
     from . import runs
 
-    def lit(v: Any) -> str:
-        return config_mod._toml_value(v)
+    lit = config_mod.toml_value
 
     s = spec.sampling
     if isinstance(s, Poisson):
@@ -520,8 +522,8 @@ def _takes_audit(fn: Any) -> bool:
     return True
 
 
-def _trainer_run(trainer: Any, cfg: dict[str, Any], folder: Path, *, resume: bool, claim: bool, progress: bool,
-                 backend: Any, trial_timeout: float | None) -> Any:
+def _trainer_run(trainer: Any, cfg: RunConfig, folder: Path, *, resume: bool, claim: bool, progress: bool,
+                 backend: Any, trial_timeout: float | None) -> model.RunResult:
     """Run the audits of ``cfg`` with ``trainer`` (a callable stays a callable) in a run folder: the path of
     ``dpaudit run``/``check`` (:func:`audit.runs.execute_config`; the trainer is the run's game input, loaded once)."""
     from . import runs

@@ -499,10 +499,15 @@ class PLDMethod:
         return None if covers(spec) else _unsupported(spec)
 
     def tradeoff(self, spec: Spec, *, eps_grid: Tensor | None = None, options: dict | None = None):
-        """The tight PLD lower trade-off curve (the privacy profile through ``TradeOff.from_privacy_profile``)."""
-        from ..tradeoff import TradeOff
+        """The tight PLD lower trade-off curve: :func:`pld_privacy_profile` on ``eps_grid`` (default
+        :func:`accountants.tradeoff.default_profile_grid`) through ``TradeOff.from_privacy_profile``, symmetric
+        since the profile bounds every ordered neighbouring pair. (This module imports ``tradeoff``; ``tradeoff``
+        reaches PLD only through the method registry, never by importing this package.)"""
+        from ..tradeoff import PiecewiseLinearTradeOff, _as_input, default_profile_grid
 
-        return TradeOff._from_pld_method(spec, eps_grid, options)
+        grid = default_profile_grid() if eps_grid is None else _as_input("eps_grid", eps_grid)
+        delta = torch.as_tensor(pld_privacy_profile(spec, grid, **(options or {})), dtype=torch.float64)
+        return PiecewiseLinearTradeOff.from_privacy_profile(grid, torch.clamp(delta, 0.0, 1.0), symmetric=True)
 
     def epsilon(self, spec: Spec, delta: float) -> EpsilonBound:
         check.in_range(0.0, 1.0, closed="neither", delta=delta)

@@ -20,6 +20,8 @@ from accountants import capacity as cap
 from accountants import describe
 from accountants.errors import InputError
 
+from ..jsontypes import JSONObject
+
 JSON_FORMAT = "dpaudit.capacity/2"  # /2: "mechanism" is accountants.describe.to_dict
 ALL_CLASSES = ("linear", "poly2", "poly3")
 MEANING = ("restricted divergence against adversaries whose test statistic lies in the class; "
@@ -48,7 +50,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--json", action="store_true", help=f"print one JSON object (format {JSON_FORMAT})")
 
 
-def parse_mechanism(text: str) -> tuple[acc.Gaussian | acc.Laplace | acc.DPSGD, dict[str, Any]]:
+def parse_mechanism(text: str) -> tuple[acc.Gaussian | acc.Laplace | acc.DPSGD, JSONObject]:
     """``kind:key=value,...`` → (mechanism, its JSON description), by :func:`accountants.describe.parse_mechanism`.
 
     The same grammar as ``dpaudit compare`` (``steps`` defaults to 1 here); InputError names the problem.

@@ -21,6 +21,7 @@ from accountants.errors import InputError
 from .. import backends, estimate, registry, report, runs
 from .. import formatting as fmt
 from ..model import RunResult
+from ..runconfig import RunConfig
 
 
 def add_parser(sub: Any) -> None:
@@ -85,8 +86,9 @@ def check_output_file(path: str, flag: str) -> None:
 def announce(command: str, quiet: bool, memory_gb: float | None, device: str):
     """The ``on_start`` of :func:`audit.runs.execute` for the CLI: print the estimate and the run folder on stderr
     before the first trial, and refuse what cannot fit (:mod:`audit.estimate`; no run folder is left behind)."""
-    def on_start(cfg: dict[str, Any], folder: Path) -> None:
-        lines = estimate.describe(cfg, memory_gb=memory_gb, device=device)
+    def on_start(cfg: RunConfig, folder: Path, audits: list[runs.Prepared]) -> None:
+        lines = estimate.describe(cfg, memory_gb=memory_gb, device=device,
+                                  built={p.variant.name: p.game for p in audits})  # built once, by runs.prepare
         if not quiet:
             for line in lines:
                 print(f"dpaudit {command}: estimate: {line}", file=sys.stderr)

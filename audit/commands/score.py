@@ -20,6 +20,7 @@ from accountants import describe
 from .. import formatting as fmt
 from .. import report
 from .. import score as score_mod
+from ..model import RunResult, to_dict
 from .account import _neighbouring, _sampling, spec_from_args
 from .check import check_output_file
 
@@ -68,17 +69,17 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--junit", default=None, metavar="FILE", help="also write a JUnit XML report")
 
 
-def _junit(result: dict[str, Any], path: str) -> None:
-    a = result["audits"][0]
-    reasons = [a["violation"]["message"]] if a["violation"]["violated"] else []
-    if a.get("claim") and not a["claim"]["holds"]:
-        reasons += a["claim"]["reasons"]
+def _junit(result: RunResult, path: str) -> None:
+    a = result.audits[0]
+    reasons = [a.violation.message] if a.violation.violated else []
+    if a.claim is not None and not a.claim.holds:
+        reasons += a.claim.reasons
     body = f"<failure message={quoteattr('; '.join(reasons))}>{escape('; '.join(reasons))}</failure>" if reasons \
         else ""
     Path(path).write_text(
         '<?xml version="1.0" encoding="utf-8"?>\n'
         f'<testsuite name="dpaudit score" tests="1" failures="{int(bool(reasons))}">\n'
-        f'  <testcase classname="dpaudit.score" name={quoteattr(a["name"])} time="{a["runtime_s"]["total"]}">'
+        f'  <testcase classname="dpaudit.score" name={quoteattr(a.name)} time="{a.runtime_s.total}">'
         f"{body}</testcase>\n</testsuite>\n", encoding="utf-8")
 
 
@@ -93,29 +94,29 @@ def run(args: argparse.Namespace) -> int:
                                                        significance=args.significance, design=args.design,
                                                        claim_epsilon=args.epsilon, out=args.out,
                                                        independent_canaries=args.independent_canaries)
-    result = run_result.to_json()
-    a = result["audits"][0]
-    failed = result["violation"] or (result["claim"] is not None and not result["claim"]["holds"])
+    a = run_result.audits[0]
+    failed = run_result.violation or (run_result.claim is not None and not run_result.claim.holds)
     if args.junit:
-        _junit(result, args.junit)
+        _junit(run_result, args.junit)
     if args.json:
         keys = ("design", "trials", "n_in", "n_out", "epsilon_lower", "ceiling", "epsilons", "epsilon_rdp",
                 "epsilon_tight", "epsilon_tight_lower", "tightness_tight", "gdp_estimate", "gdp_lower_one_run",
                 "violation", "nonfinite", "claim", "epsilon_certifiable", "one_run_statistics")
+        audit = to_dict(a)
         out = {"format": JSON_FORMAT, "spec": spec.to_dict(), "significance": args.significance, "delta": args.delta,
-               **{k: a.get(k) for k in keys}, "exit_code": int(failed)}
+               **{k: audit.get(k) for k in keys}, "exit_code": int(failed)}
         json.dump(out, sys.stdout, sort_keys=True)
         sys.stdout.write("\n")
         return int(failed)
     print(report.summary_table(run_result))
-    if a.get("nonfinite"):
-        print(f"note: {a['nonfinite']['note']}")
-    print(a["violation"]["message"], file=sys.stderr if a["violation"]["violated"] else sys.stdout)
-    if a.get("claim"):
-        c = a["claim"]
-        status = "holds" if c["holds"] else ("VIOLATED" if not c["audit_holds"] else "not supported")
-        print(f"claim (epsilon={fmt.exact(c['epsilon'])}, delta={c['delta']:g}) {status}")
-        for r in c["reasons"]:
+    if a.nonfinite is not None:
+        print(f"note: {a.nonfinite.note}")
+    print(a.violation.message, file=sys.stderr if a.violation.violated else sys.stdout)
+    if a.claim is not None:
+        c = a.claim
+        status = "holds" if c.holds else ("VIOLATED" if not c.audit_holds else "not supported")
+        print(f"claim (epsilon={fmt.exact(c.epsilon)}, delta={c.delta:g}) {status}")
+        for r in c.reasons:
             print(f"  - {r}", file=sys.stderr)
     if args.out:
         print(f"report: {Path(args.out) / 'report.html'}")

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
+
+from ..jsontypes import JSONObject
 
 
 @dataclass(frozen=True)
@@ -47,7 +48,7 @@ class EpsilonLowerBound:
     def __float__(self) -> float:
         return float(self.value)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         """JSON-ready dictionary (every attribute, plus ``bound``)."""
         return {k: getattr(self, k) for k in (
             "value", "bound", "confidence", "delta", "method", "strategy", "threshold", "fpr", "fnr", "fpr_upper",
@@ -72,7 +73,7 @@ class GdpEstimate:
     epsilon_estimate: float
     delta: float
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         return {"mu_estimate": self.mu_estimate, "epsilon_estimate": self.epsilon_estimate, "delta": self.delta}
 
 
@@ -104,7 +105,7 @@ class EmpiricalTradeOff:
     roc_fpr: np.ndarray = field(default_factory=lambda: np.zeros(0))
     roc_tpr: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         return {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in (
             ("thresholds", self.thresholds), ("fpr", self.fpr), ("fnr", self.fnr), ("fpr_lo", self.fpr_lo),
             ("fpr_hi", self.fpr_hi), ("fnr_lo", self.fnr_lo), ("fnr_hi", self.fnr_hi), ("n_in", self.n_in),
@@ -142,7 +143,7 @@ class GdpLowerBound:
     correct: int | None = None
     bound: str = field(default="gdp_mu_lower", init=False)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         """JSON-ready dictionary (every attribute, plus ``bound``)."""
         return {k: getattr(self, k) for k in (
             "mu_lower", "refuted_curve_epsilon", "bound", "confidence", "delta", "method", "strategy", "n_in",

@@ -123,4 +123,4 @@ def test_registry_drives_names_and_config():
     assert fault_from_name("clip_norm_mismatch", {"fault_factor": 3.0}) == ClipNormMismatch(3.0)
     assert fault_from_name("none", {}) is None
     for name in fault_names():  # every registered fault is a valid training.fault, with no other edit
-        assert config.loads(f'[training]\nfault = "{name}"')["training"]["fault"] == name
+        assert config.loads(f'[training]\nfault = "{name}"').training.fault == name

@@ -71,7 +71,7 @@ def test_hidden_state_vocabulary_and_errors():
     assert not allows(HiddenState(), WhiteBox()) and not allows(BlackBox(), HiddenState())
     assert registry.score_names("hidden_state") == ["final_projection"]
     cfg = config.loads('[attack]\nthreat_model = "hidden_state"\nscore = "final_projection"\n')
-    assert cfg["attack"]["threat_model"] == "hidden_state"
+    assert cfg.attack.threat_model == "hidden_state"
     with pytest.raises(InputError, match=r"attack\.score must be one of \['final_projection'\]"):
         config.loads('[attack]\nthreat_model = "hidden_state"\n')  # the default llr reads every update
     with pytest.raises(InputError, match="needs a gradient canary"):

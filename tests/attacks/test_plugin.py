@@ -51,8 +51,8 @@ def test_trainer_from_the_config_folder_through_the_toml_key(tmp_path):
                    'steps = 3\n[audit]\ntrials = 6\n', encoding="utf-8")
     loaded = config.load(cfg)
     # no [canary]/[attack] keys and no audit= keyword: the recommended black-box design
-    assert loaded["canary"]["kind"] == "blank" and loaded["attack"]["threat_model"] == "black_box"
-    assert loaded["training"]["trainer_dir"] == str(tmp_path.resolve())
+    assert loaded.canary.kind == "blank" and loaded.attack.threat_model == "black_box"
+    assert loaded.training.trainer_dir == str(tmp_path.resolve())
     folder, result = runs.execute(cfg, tmp_path / "run", progress=False)
     a = result.audits[0]
     assert a.trials == 6 and a.threat_model == "black_box" and a.score == "loss"
@@ -83,13 +83,13 @@ def test_the_default_design_follows_what_the_trainer_supports(tmp_path):
         cfg = tmp_path / f"{fn}_{sampling}.toml"
         cfg.write_text(f'[training]\ntrainer = "sig_mod:{fn}"\nsampling = "{sampling}"{claim}', encoding="utf-8")
         loaded = config.load(cfg)
-        assert (loaded["canary"]["kind"], loaded["attack"]["threat_model"], loaded["attack"]["score"]) == \
+        assert (loaded.canary.kind, loaded.attack.threat_model, loaded.attack.score) == \
             (kind, threat, score), (fn, sampling)
     # an explicit design is kept as written
     cfg.write_text('[training]\ntrainer = "sig_mod:white"' + claim + '[attack]\nthreat_model = "black_box"\n'
                    'score = "confidence"\n[canary]\nkind = "mislabelled"\n', encoding="utf-8")
     loaded = config.load(cfg)
-    assert (loaded["canary"]["kind"], loaded["attack"]["score"]) == ("mislabelled", "confidence")
+    assert (loaded.canary.kind, loaded.attack.score) == ("mislabelled", "confidence")
 
 
 def test_a_trainer_that_raises_on_trial_3_keeps_trials_0_to_2(tmp_path, small):

@@ -111,7 +111,7 @@ def test_config_accepts_the_new_designs_for_a_user_trainer_only(tmp_path):
     for kind, threat, score in ok:
         text = base + f'[canary]\nkind = "{kind}"\n[attack]\nthreat_model = "{threat}"\nscore = "{score}"\n'
         c = config.loads(text)
-        assert (c["canary"]["kind"], c["attack"]["score"]) == (kind, score)
+        assert (c.canary.kind, c.attack.score) == (kind, score)
     bad = base + '[canary]\nkind = "blank"\n[attack]\nthreat_model = "white_box"\nscore = "step_spread"\n'
     with pytest.raises(acc.InputError, match=r"'step_spread' with canary\.kind 'dirac'"):
         config.loads(bad)
@@ -124,9 +124,9 @@ def test_the_default_for_a_user_trainer_adds_the_mean_image_audit_unless_variant
     base = ('[training]\ntrainer = "no_such_mod_for_default:train"\nn_records = 30\nnoise_multiplier = 2.0\n'
             'steps = 3\n')
     c = config.loads(base)
-    assert [v["name"] for v in c["variant"]] == ["main", "mean_image"]
-    assert [v["canary"]["kind"] for v in config.variants(c)] == ["blank", "mean_image"]
-    assert {v["attack"]["threat_model"] for v in config.variants(c)} == {"black_box"}  # not importable: black box
+    assert [v.name for v in c.variants] == ["main", "mean_image"]
+    assert [v.canary.kind for v in config.variants(c)] == ["blank", "mean_image"]
+    assert {v.attack.threat_model for v in config.variants(c)} == {"black_box"}  # not importable: black box
     own = config.loads(base + '[[variant]]\nname = "a"\n[[variant]]\nname = "b"\ntraining.steps = 4\n')
-    assert [v["name"] for v in own["variant"]] == ["a", "b"]
-    assert {v["canary"]["kind"] for v in config.variants(own)} == {"blank"}
+    assert [v.name for v in own.variants] == ["a", "b"]
+    assert {v.canary.kind for v in config.variants(own)} == {"blank"}

@@ -233,7 +233,7 @@ def test_trainer_dir_stays_inside_the_config_folder_unless_absolute(tmp_path, ca
     assert rc == 2 and "training.trainer_dir '../outside' leaves the configuration's folder" in err
     sub = inner / "sub.toml"
     sub.write_text(f'[training]\ntrainer = "near:train"\ntrainer_dir = "sub"\n{CLAIM}', encoding="utf-8")
-    assert config.load(sub)["training"]["trainer_dir"] == str((inner / "sub").resolve())
+    assert config.load(sub).training.trainer_dir == str((inner / "sub").resolve())
     explicit = inner / "explicit.toml"
     explicit.write_text(f'[training]\ntrainer = "far:train"\ntrainer_dir = "{outside}"\n'
                         + CLAIM, encoding="utf-8")
@@ -453,4 +453,4 @@ def test_a_run_folder_from_before_the_timeout_key_still_resumes(tmp_path):
     text = config.dumps(config.loads(""))
     old = "".join(line + "\n" for line in text.splitlines() if not line.startswith("trial_timeout"))
     (tmp_path / "config.toml").write_text(old, encoding="utf-8")
-    assert config.load_resolved(tmp_path / "config.toml")["audit"]["trial_timeout"] == 0.0
+    assert config.load_resolved(tmp_path / "config.toml").audit.trial_timeout == 0.0

@@ -206,22 +206,22 @@ def _cfg(extra="", trainer_dir=None):
 
 def test_check_chooses_the_one_run_game_and_fills_only_missing_keys():
     c = _cfg()  # only the trainer, the claim and game = "one_run": the recommended one-run design
-    assert c["audit"]["game"] == "one_run" and c["audit"]["trials"] == 1 and c["variant"] == []
-    assert c["canary"]["kind"] == "out_of_distribution" and c["canary"]["count"] == 1000
-    assert c["attack"] == {**c["attack"], "threat_model": "white_box", "score": "inner_product"}  # takes audit=
+    assert c.audit.game == "one_run" and c.audit.trials == 1 and c.variants == ()
+    assert c.canary.kind == "out_of_distribution" and c.canary.count == 1000
+    assert (c.attack.threat_model, c.attack.score) == ("white_box", "inner_product")  # takes audit=
     # keys the configuration writes win over the recommended ones
     c = _cfg('trials = 3\n[canary]\nkind = "mislabelled"\ncount = 50\n[attack]\nthreat_model = "black_box"\n'
              'score = "confidence"')
-    assert (c["audit"]["trials"], c["canary"]["kind"], c["canary"]["count"]) == (3, "mislabelled", 50)
-    assert (c["attack"]["threat_model"], c["attack"]["score"]) == ("black_box", "confidence")
+    assert (c.audit.trials, c.canary.kind, c.canary.count) == (3, "mislabelled", 50)
+    assert (c.attack.threat_model, c.attack.score) == ("black_box", "confidence")
     c = _cfg('[canary]\nkind = "dirac"\ncount = 600')
-    assert (c["canary"]["kind"], c["canary"]["count"], c["attack"]["threat_model"]) == ("dirac", 600, "white_box")
+    assert (c.canary.kind, c.canary.count, c.attack.threat_model) == ("dirac", 600, "white_box")
 
 
 def test_a_trainer_without_audit_gets_the_black_box_one_run(tmp_path):
     (tmp_path / "bb.py").write_text("def train(x, y, *, seed):\n    raise RuntimeError\n", encoding="utf-8")
     c = config.loads(TRAINER_ONLY.format(dir=tmp_path, extra="").replace("torch_trainer:train", "bb:train"))
-    assert (c["attack"]["threat_model"], c["attack"]["score"], c["canary"]["kind"]) == \
+    assert (c.attack.threat_model, c.attack.score, c.canary.kind) == \
         ("black_box", "loss", "out_of_distribution")
 
 
@@ -245,7 +245,7 @@ def test_multi_run_config_errors_name_the_key():
     with pytest.raises(acc.InputError, match=r"audit.trials must be an integer ≥ 1; got 0"):
         _cfg("trials = 0")
     hook = '[canary]\nkind = "dirac"\ncount = 5\n[attack]\nthreat_model = "white_box"\nscore = "inner_product"'
-    assert config.loads(TRAINER_ONLY.format(dir=ROOT, extra="") + hook)["canary"]["count"] == 5  # Poisson: fine
+    assert config.loads(TRAINER_ONLY.format(dir=ROOT, extra="") + hook).canary.count == 5  # Poisson: fine
     fixed = TRAINER_ONLY.format(dir=ROOT, extra="").replace("[audit]", 'sampling = "fixed_wor"\nbatch_size = 50\n'
                                                             "[audit]") + hook
     with pytest.raises(acc.InputError, match=r"hook of a user trainer needs training.sampling 'poisson'"):

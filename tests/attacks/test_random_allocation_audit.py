@@ -178,7 +178,7 @@ def test_config_random_allocation_keys():
     for spelling in ("random_allocation", "random-allocation", "Balls-In-Bins", "balls_in_bins"):
         cfg = config.loads(f'[training]\nsampling = "{spelling}"\nsteps_per_epoch = 4\nsteps = 8\n')
         v = config.variants(cfg)[0]
-        assert v["training"]["sampling"] == "random_allocation"
+        assert v.training.sampling == "random_allocation"
         assert runs.spec_of(v) == acc.DPSGD(1.0, acc.RandomAllocation(1, 4), 8)
     with pytest.raises(InputError, match=r"training\.k must be an integer in \[1, training\.steps_per_epoch = 4\]; "
                                          r"got 5"):

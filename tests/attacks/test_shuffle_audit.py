@@ -153,6 +153,6 @@ def test_shipped_shuffle_example_is_the_benchmark_row():
     cfg = config.load(root / "examples" / "shuffle_claims.toml")
     v = config.variants(cfg)[0]
     assert runs.spec_of(v) == bench_tightness.SHUFFLE_SPEC
-    assert v["attack"]["threat_model"] == "white_box_crafted_dataset" and v["audit"]["trials"] == 10_000
+    assert v.attack.threat_model == "white_box_crafted_dataset" and v.audit.trials == 10_000
     poisson = acc.epsilon(acc.DPSGD(0.8, acc.Poisson(0.01), 200), 1e-5, method="pld").value
-    assert abs(cfg["claim"]["epsilon"] - poisson) < 1e-3
+    assert abs(cfg.claim.epsilon - poisson) < 1e-3

@@ -95,8 +95,8 @@ sample_rate = 0.5
 
 def test_training_keys():
     cfg = config.loads(BASE.format(sampling="Truncated-Poisson", extra="max_batch_size = 60"))
-    assert cfg["training"]["sampling"] == "truncated_poisson" and cfg["training"]["max_batch_size"] == 60
-    spec = runs.spec_of(cfg)
+    assert cfg.training.sampling == "truncated_poisson" and cfg.training.max_batch_size == 60
+    spec = runs.spec_of(cfg.base)
     assert spec.sampling == acc.TruncatedPoisson(0.5, 60, 101)     # the larger neighbour: 100 + the canary
     assert config.loads(config.dumps(cfg)) == cfg
     with pytest.raises(ValueError, match=r"training.max_batch_size must be an integer ≥ 1"):

@@ -7,6 +7,8 @@ contributions at q' = q, which the synthetic records below draw exactly: P = a·
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -129,12 +131,14 @@ def test_copied_records_copies_one_record_and_keeps_every_class():
 
 
 def test_the_conformance_variant_trains_on_the_copied_records():
-    base = {"training": {"dataset": "digits", "n_records": 40, "sampling": "poisson"},
-            "canary": {"kind": "dead_feature"}}
+    from audit.runconfig import CanaryConfig, TrainingConfig, VariantConfig
+
+    base = VariantConfig("conformance", TrainingConfig(dataset="digits", n_records=40, sampling="poisson"),
+                         CanaryConfig(kind="dead_feature"))
     assert torch.equal(runs._records(base).x, conformance_record.copied_records(data.digits(), 40).x)
-    other = {**base, "canary": {"kind": "blank"}}
+    other = dataclasses.replace(base, canary=CanaryConfig(kind="blank"))
     assert torch.equal(runs._records(other).x, data.digits().x[:40])
-    fixed = {**base, "training": {**base["training"], "sampling": "fixed_wor"}}
+    fixed = dataclasses.replace(base, training=dataclasses.replace(base.training, sampling="fixed_wor"))
     assert torch.equal(runs._records(fixed).x, data.digits().x[:40])
 
 

@@ -137,7 +137,7 @@ def test_non_utf8_and_cr_only_files(tmp_path, capsys):
 def test_limits_can_be_lifted_explicitly():
     with pytest.raises(config.InputError, match=r"audit.trials = 2000000 is above the documented limit 1000000"):
         config.loads("[audit]\ntrials = 2000000")
-    assert config.loads("[audit]\ntrials = 2000000\nlift_limits = true")["audit"]["trials"] == 2_000_000
+    assert config.loads("[audit]\ntrials = 2000000\nlift_limits = true").audit.trials == 2_000_000
 
 
 def _started_run(tmp_path: Path) -> Path:
@@ -195,8 +195,8 @@ def test_check_output_paths_are_checked_before_the_audit(tmp_path, monkeypatch, 
 
 
 def test_claim_epsilon_accountant_and_zero(tmp_path, capsys):
-    assert config.loads("")["claim"]["epsilon"] == "accountant"
-    assert config.loads("[claim]\nepsilon = 0")["claim"]["epsilon"] == 0.0  # a real claim now
+    assert config.loads("").claim.epsilon == "accountant"
+    assert config.loads("[claim]\nepsilon = 0").claim.epsilon == 0.0  # a real claim now
     cfg = _write(tmp_path, TINY + "[claim]\nepsilon = 0\n")
     # perfect privacy is not supported by any accountant
     assert main(["check", str(cfg), "--out", str(tmp_path / "run")]) == 1

@@ -4,6 +4,7 @@ stops where the games would start (a sentinel), after the run folder and its con
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -31,8 +32,8 @@ scalars = st.one_of(
                      "reconstruction", "split", "noise_missing_factor", "clip_norm_mismatch", "accountant"]),
 )
 values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=3), max_leaves=6)
-keys = st.sampled_from([(s, k) for s, table in config.SCHEMA.items() for k in table] + [("training", "bogus"),
-                                                                                        ("nope", "x")])
+keys = st.sampled_from([(s, f.name) for s, cls in config.SECTIONS.items() for f in dataclasses.fields(cls)]
+                       + [("training", "bogus"), ("nope", "x")])
 
 
 def _toml(v) -> str:

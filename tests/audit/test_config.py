@@ -14,10 +14,10 @@ def test_default_round_trip_and_example_file():
     cfg = config.load(None)
     assert config.loads(config.dumps(cfg)) == cfg
     assert (ROOT / "examples" / "default.toml").read_text() == config.DEFAULT_TOML
-    names = [v["name"] for v in config.variants(cfg)]
+    names = [v.name for v in config.variants(cfg)]
     assert names == ["white_box_poisson", "white_box_crafted_fixed_size", "black_box_loss"]
     fixed = config.variants(cfg)[1]
-    assert fixed["training"]["sampling"] == "fixed_wor" and fixed["audit"]["seed"] == 0
+    assert fixed.training.sampling == "fixed_wor" and fixed.audit.seed == 0
 
 
 @pytest.mark.parametrize(("text", "message"), [
@@ -42,8 +42,8 @@ def test_errors_name_key_and_allowed_values(text, message):
 def test_shipped_examples_load():
     for name in ("claims.toml", "faulty.toml", "default.toml"):
         cfg = config.load(ROOT / "examples" / name)
-        assert cfg["claim"]["delta"] > 0
-    assert config.load(ROOT / "examples" / "faulty.toml")["training"]["fault"] == "noise_missing_factor"
+        assert cfg.claim.delta > 0
+    assert config.load(ROOT / "examples" / "faulty.toml").training.fault == "noise_missing_factor"
 
 
 @pytest.mark.parametrize(("text", "key"), [

@@ -206,8 +206,8 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "own_training"
 
 def test_white_box_default_adds_the_conformance_audit():
     c = config.loads('[training]\ntrainer = "torch_trainer:train"\n', base_dir=EXAMPLES)
-    assert [v["name"] for v in c["variant"]] == ["main", "mean_image", "conformance"]
-    assert [v["canary"]["kind"] for v in config.variants(c)] == ["blank", "mean_image", "dead_feature"]
+    assert [v.name for v in c.variants] == ["main", "mean_image", "conformance"]
+    assert [v.canary.kind for v in config.variants(c)] == ["blank", "mean_image", "dead_feature"]
 
 
 def test_natural_records_never_exceeds_the_data_and_keeps_non_poisson_claims():
@@ -226,7 +226,7 @@ def test_natural_records_never_exceeds_the_data_and_keeps_non_poisson_claims():
 ])
 def test_conformance_audit_chooses_a_smaller_dataset_under_poisson(text, n):
     c = config.loads('[training]\ntrainer = "torch_trainer:train"\n' + text, base_dir=EXAMPLES)
-    sizes = {v["name"]: v["training"]["n_records"] for v in config.variants(c)}
+    sizes = {v.name: v.training.n_records for v in config.variants(c)}
     assert sizes == {"main": 100, "mean_image": 100, "conformance": n}
 
 

@@ -75,7 +75,7 @@ def test_update_norm_is_a_typed_white_box_variant():
     s = mia.score_from_name("update_norm")
     assert s == mia.UpdateNorm() and mia.score_name(s) == "update_norm" and mia.needs(s) == WhiteBox()
     cfg = config.loads('[attack]\nscore = "update_norm"')
-    assert cfg["attack"]["score"] == "update_norm"
+    assert cfg.attack.score == "update_norm"
     with pytest.raises(ValueError, match=r"attack.score must be one of \['inner_product', 'llr', 'update_norm'\]"):
         config.loads('[attack]\nscore = "loss"')  # white box (the default threat model)
     with pytest.raises(ValueError, match=r"one of \['confidence', 'lira', 'loss'\] .*got 'update_norm'"):

@@ -1,6 +1,7 @@
 """audit.model: the typed result model, its versioned JSON round trip, the refusal of older or
 unknown formats, the resolved config as a typed object, and names checked like TOML variant names."""
 
+import dataclasses
 import json
 
 import pytest
@@ -38,7 +39,7 @@ def run_result(*audits: model.AuditResult, claim: model.ClaimSummary | None = No
         created="2026-01-01T00:00:00Z", significance=0.05, delta=1e-5,
         violation=any(a.violation.violated for a in audits),
         epsilon_lower=model.RunEpsilonLower(0.8, audits[0].name, 0.95, "max over audits"), audits=tuple(audits),
-        config=model.from_dict(model.RunConfig, config.loads(config.DEFAULT_TOML), where="config"), claim=claim)
+        config=config.loads(config.DEFAULT_TOML), claim=claim)
 
 
 def test_json_round_trip_is_lossless():
@@ -56,13 +57,20 @@ def test_json_round_trip_is_lossless():
     assert a["epsilon_lower"]["bound"] == "lower" and a["epsilon_lower"]["threshold"] is None  # inf: say nothing
 
 
-def test_resolved_config_is_typed_and_matches_the_schema():
+def test_resolved_config_is_typed_and_its_json_keeps_the_variants_as_overrides():
     cfg = config.loads(config.DEFAULT_TOML)
-    typed = model.from_dict(model.RunConfig, cfg, where="config")
-    assert typed.training.noise_multiplier == 1.0 and typed.variant[1].training == {"sampling": "fixed_wor"}
-    assert model.to_dict(typed) == json.loads(json.dumps(cfg))  # the same object config.toml holds
-    for section, keys in config.SCHEMA.items():  # a key added to the schema must be added to the model
-        assert set(model.to_dict(getattr(typed, section))) == set(keys), section
+    assert isinstance(cfg, model.RunConfig) and cfg.training.noise_multiplier == 1.0
+    fixed = cfg.variants[1]  # merged once, by config.loads
+    assert (fixed.training.sampling, fixed.attack.threat_model) == ("fixed_wor", "white_box_crafted_dataset")
+    assert fixed.training.steps == cfg.training.steps and fixed.claim == cfg.claim
+    obj = json.loads(json.dumps(model.to_dict(cfg)))  # result.json's "config": every key, variants as overrides
+    assert obj["variant"][1] == {"name": "white_box_crafted_fixed_size", "training": {"sampling": "fixed_wor"},
+                                 "attack": {"threat_model": "white_box_crafted_dataset"}}
+    assert obj["variant"][0] == {"name": "white_box_poisson"}
+    back = model.from_dict(model.RunResult, {**run_result().to_json(), "config": obj}).config
+    assert back == cfg and back.variants[1] == fixed
+    for section, cls in config.SECTIONS.items():  # every declared key is written
+        assert set(obj[section]) == {f.name for f in dataclasses.fields(cls)}, section
 
 
 def test_older_and_unknown_formats_are_refused_with_the_version(tmp_path):
@@ -107,7 +115,7 @@ def test_bad_names_are_refused_in_toml_and_json(name):
 @pytest.mark.parametrize("name", ["white_box_poisson", "a.b", "-x", "A" * 64, "a..b"])
 def test_good_names(name):
     assert model.check_name(name) == name
-    assert config.variants(config.loads(f"[[variant]]\nname = {json.dumps(name)}\n"))[0]["name"] == name
+    assert config.variants(config.loads(f"[[variant]]\nname = {json.dumps(name)}\n"))[0].name == name
 
 
 def test_verdicts():

@@ -57,7 +57,7 @@ def test_every_registered_fault_is_a_config_choice_and_builds(name):
 
 @pytest.mark.parametrize("name", sorted(registry.strategies()))
 def test_every_strategy_is_a_config_choice(name):
-    assert config.loads(f'[audit]\nthreshold = "{name}"')["audit"]["threshold"] == name
+    assert config.loads(f'[audit]\nthreshold = "{name}"').audit.threshold == name
     built = runs._strategy(name, 0)  # the registered builder gives that strategy, named as registered
     assert isinstance(built, statistics.STRATEGIES[name]) and statistics.strategy_name(built).split("(")[0] == name
 

@@ -67,7 +67,7 @@ def test_nonfinite_mapping_keeps_order_and_ties():
     assert np.isfinite(mapped).all()
     assert (np.argsort(mapped, kind="stable") == np.argsort(s, kind="stable")).all()
     assert mapped[3] == mapped[4] > 3.0 and mapped[0] == mapped[5] < 0.0
-    assert note["pos_inf"] == 2 and note["neg_inf"] == 2
+    assert note is not None and note.pos_inf == 2 and note.neg_inf == 2
     assert score.map_nonfinite(np.array([1.0, 2.0]))[1] is None
     only_inf, _ = score.map_nonfinite(np.array([np.inf, -np.inf]))
     assert only_inf[0] > only_inf[1]

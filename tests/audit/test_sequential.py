@@ -146,13 +146,13 @@ BLACK = '[training]\ntrainer = "no_such_mod_seq:train"\nn_records = 30\nnoise_mu
 def test_the_black_box_default_is_sequential_unless_trials_are_fixed():
     assert config.SEQUENTIAL_FIRST_LOOK == sq.FIRST_LOOK  # the config's range names the statistics' first look
     c = config.loads(BLACK)
-    assert {v["audit"]["max_trials"] for v in config.variants(c)} == {config.SEQUENTIAL_MAX_TRIALS}
-    assert config.loads(BLACK + "[audit]\ntrials = 300\n")["audit"]["max_trials"] == 0  # a fixed N asked for
-    assert config.loads(BLACK + "[audit]\nmax_trials = 0\n")["audit"]["max_trials"] == 0
-    assert config.loads(BLACK + "[audit]\nmax_trials = 1000\ntime_budget = 60\n")["audit"]["time_budget"] == 60.0
-    assert config.loads("[audit]\ntrials = 64")["audit"]["max_trials"] == 0  # dpaudit's own trainer: unchanged
+    assert {v.audit.max_trials for v in config.variants(c)} == {config.SEQUENTIAL_MAX_TRIALS}
+    assert config.loads(BLACK + "[audit]\ntrials = 300\n").audit.max_trials == 0  # a fixed N asked for
+    assert config.loads(BLACK + "[audit]\nmax_trials = 0\n").audit.max_trials == 0
+    assert config.loads(BLACK + "[audit]\nmax_trials = 1000\ntime_budget = 60\n").audit.time_budget == 60.0
+    assert config.loads("[audit]\ntrials = 64").audit.max_trials == 0  # dpaudit's own trainer: unchanged
     own = config.loads(BLACK + '[[variant]]\nname = "a"\naudit.game = "one_run"\ncanary.count = 4\n')
-    assert own["audit"]["max_trials"] == 0  # a config's own variants keep the fixed design
+    assert own.audit.max_trials == 0  # a config's own variants keep the fixed design
     text = config.dumps(c)  # resolved config.toml round trip (resume)
     assert config.loads(text) == c
 
@@ -182,7 +182,7 @@ def test_an_older_resolved_config_without_the_keys_resumes_with_the_fixed_design
     text = config.dumps(config.loads(BLACK + "[audit]\ntrials = 300\n"))
     old = "\n".join(x for x in text.splitlines() if not x.startswith(("max_trials", "time_budget"))) + "\n"
     (tmp_path / "config.toml").write_text(old, encoding="utf-8")
-    assert config.load_resolved(tmp_path / "config.toml")["audit"]["max_trials"] == 0
+    assert config.load_resolved(tmp_path / "config.toml").audit.max_trials == 0
 
 
 # ------------------------------------------------------------------------------------------ runner and CLI

@@ -22,15 +22,15 @@ REPLACE_ONE = ["replace_one", "replace-one", "Replace-One"]
 def test_toml_accepts_every_sampling_spelling_and_writes_the_canonical_one(spelling):
     """Before: TOML refused `fixed_wor`, the spelling result.json's spec holds."""
     cfg = config.loads(f'[training]\nsampling = "{spelling}"\nbatch_size = 10\nneighbouring = "replace-one"')
-    assert cfg["training"]["sampling"] == "fixed_wor" == describe.sampling_kind(acc.FixedSize(10, 100))
-    assert cfg["training"]["neighbouring"] == "replace_one"
+    assert cfg.training.sampling == "fixed_wor" == describe.sampling_kind(acc.FixedSize(10, 100))
+    assert cfg.training.neighbouring == "replace_one"
     assert 'sampling = "fixed_wor"' in config.dumps(cfg)
 
 
 def test_toml_accepts_dashes_in_every_enumerated_key():
     cfg = config.loads('[audit]\ngame = "one-run"\n[attack]\nthreat_model = "black-box"\nscore = "loss"\n'
                        '[canary]\nkind = "blank"\ncount = 4')
-    assert cfg["audit"]["game"] == "one_run" and cfg["attack"]["threat_model"] == "black_box"
+    assert cfg.audit.game == "one_run" and cfg.attack.threat_model == "black_box"
 
 
 def test_toml_refuses_with_replacement_naming_the_trained_kinds():
@@ -72,4 +72,4 @@ def test_what_score_writes_is_read_back_by_the_toml_and_the_flags(tmp_path, caps
     kind = spec["sampling"]["kind"]
     assert kind == "fixed_wor" and spec["neighbouring"] == "replace_one"
     cfg = config.loads(f'[training]\nsampling = "{kind}"\nneighbouring = "{spec["neighbouring"]}"\nbatch_size = 10')
-    assert cfg["training"]["sampling"] == kind
+    assert cfg.training.sampling == kind
