@@ -57,7 +57,6 @@ __all__ = [
     "PiecewiseLinearTradeOff",
     "TradeOff",
     "default_profile_grid",
-    "directional_tradeoff_curves",
     "lower_convex_hull",
     "rdp_tradeoff_lines",
     "tradeoff_curve",
@@ -414,42 +413,6 @@ def tradeoff_curve(
 ) -> PiecewiseLinearTradeOff:
     """A sound lower bound on the trade-off curve of ``spec`` (see :meth:`TradeOff.from_spec`).  Bound: lower."""
     return TradeOff.from_spec(spec, method, eps_grid=eps_grid, pld_options=pld_options)
-
-
-def directional_tradeoff_curves(
-    spec: DPSGD | Composed, *, eps_grid: Tensor | None = None, pld_options: dict[str, float] | None = None
-) -> dict[str, PiecewiseLinearTradeOff]:
-    """Sound lower bounds on T(M(D'), M(D)) per ordered direction of the PLD accountant.  Bound: lower.
-
-    D is the dataset *with* the record, D' the one without: α is the error under M(D') (a false positive
-    of a membership test), β under M(D). Each direction's profile δ_d(ε) over ε ∈ [−80, 80]
-    (:func:`accountants.pld.pld_directional_profiles`) gives the one-ordering curve of
-    :meth:`PiecewiseLinearTradeOff.from_privacy_profile` (``symmetric=False``; Dong, Roth, Su 2022
-    Prop. 2.12 for one ordering); an ``"add"`` direction bounds H(M(D')‖M(D)), so its curve bounds
-    T(M(D), M(D')) and is returned inverted. :func:`tradeoff_curve` is the symmetric curve of the
-    maximum profile, which lies below every one of these: it covers both orderings of every neighbouring
-    pair at once, which no single pair (D, D') need realise (audit/tightness.py uses these for the
-    optimal audit of one pair). δ is raised to 1 − e^ε where rounding left it lower (sound: a larger δ
-    only lowers a line).
-
-    Raises:
-        UnsupportedError: when the PLD accountant does not cover ``spec``.
-    """
-    from .api import get_method
-
-    reason = get_method("pld").unsupported(spec)
-    if reason is not None:
-        raise UnsupportedError(f"method 'pld' does not cover this spec: {reason}")
-    directional = importlib.import_module("accountants.pld").pld_directional_profiles  # no import cycle (as above)
-    g = default_profile_grid() if eps_grid is None else _as_input("eps_grid", eps_grid).reshape(-1)
-    eps = torch.cat([-g.flip(0), g]).unique()
-    out = {}
-    for name, d in directional(spec, eps, **(pld_options or {})).items():
-        d = torch.clamp(torch.maximum(d.to(torch.float64), -torch.expm1(eps)), 0.0, 1.0)
-        f = PiecewiseLinearTradeOff.from_privacy_profile(eps, d, symmetric=False,
-                                                         description=f"pld lower bound, direction {name}")
-        out[name] = f.inverse() if name.startswith("add") else f
-    return out
 
 
 # ------------------------------------------------------------------------------------------------

@@ -30,7 +30,7 @@ orderings, whose curves are one direction's and its inverse; for add/remove the 
 ε_certifiable is therefore above what an optimal audit of any single direction certifies (Poisson q = 0.5,
 σ = 1, T = 10, 1,000 + 1,000 trials, 101 replicates: 2.75 against 2.62, and 2.61 for draws of the exact
 pair). :func:`certifiable_directional` reads each direction's curve
-(:func:`accountants.tradeoff.directional_tradeoff_curves`) and keeps the largest median.
+(:func:`accountants.pld.directional_tradeoff_curves`) and keeps the largest median.
 
 An audit's ε_lower fluctuates around ε_certifiable by sampling noise (the test in
 ``tests/audit/test_tightness_poisson.py`` sees replicates within about ±25 % at 500 trials per
@@ -196,7 +196,7 @@ def certifiable_directional(curves: Mapping[str, TradeOff], n_in: int, n_out: in
     """ε_certifiable per ordered direction: the direction whose optimal audits certify most, and their replicates.
 
     ``curves``: one lower bound on T(M(D'), M(D)) per ordered direction of the accountant (D with the
-    record; :func:`accountants.tradeoff.directional_tradeoff_curves`). An audit of one pair (D, D') reads
+    record; :func:`accountants.pld.directional_tradeoff_curves`). An audit of one pair (D, D') reads
     both orderings of its scores, so the best it can face is the curve of its own direction and that
     curve's inverse; the symmetric curve of the maximum profile (:func:`certifiable_replicates` on
     ``tradeoff_curve``) is lower than every direction's and lets the canonical pair be strong in both

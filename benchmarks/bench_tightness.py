@@ -9,7 +9,7 @@ likelihood-ratio score, and beside it:
   where no PLD exists) certifies with the same trials, s, δ and threshold strategy
   (audit.tightness: median of 401 seeded replicates, their range in brackets). Where the accountant has
   a PLD it is read **per ordered direction** (audit.tightness.certifiable_directional on
-  accountants.tradeoff.directional_tradeoff_curves; the direction whose optimal audit certifies most):
+  accountants.pld.directional_tradeoff_curves; the direction whose optimal audit certifies most):
   an audit reads one pair (D, D'), and the symmetric curve, which covers both orderings of every pair at
   once, is realised by no single pair, so its ε_certifiable is above what an optimal audit of the
   accountant's own worst direction certifies even where the accountant is exact (docs/worst-case.md,
@@ -67,8 +67,8 @@ import time
 
 import accountants as acc
 from accountants import Neighbouring
+from accountants.pld import directional_tradeoff_curves
 from accountants.random_allocation import random_allocation_lower_epsilon
-from accountants.tradeoff import directional_tradeoff_curves
 from attacks import data, games, models, worst_case
 from attacks import membership as mia
 from audit import comparator, tightness

@@ -6,7 +6,8 @@ Public entry points:
 * :func:`pld_delta_bracket` (spec, ε) → :class:`PLDBracket` on δ(ε);
 * :func:`pld_privacy_profile` (spec, eps_grid) → sound UPPER δ(ε) on a grid (max over the add and
   remove directions), on the device of ``eps_grid`` — the input for trade-off curves;
-* :func:`pld_directional_profiles` (spec, eps_grid) → the same per ordered direction (not maximised);
+* :func:`pld_directional_profiles` (spec, eps_grid) → the same per ordered direction (not maximised), and
+  :func:`directional_tradeoff_curves` (spec) → each direction's lower trade-off curve;
 * :func:`pld_profile` (spec, h=, delta_error=) → :class:`PLDProfile`, one composition that answers
   many queries (``delta_upper/lower(eps)``, ``epsilon_upper/lower(delta)``);
 * :class:`PLDMethod`, registered as ``"pld"`` in :mod:`accountants.api`, so that
@@ -38,6 +39,7 @@ from .accountant import (
     PLDBracket,
     PLDMethod,
     PLDProfile,
+    directional_tradeoff_curves,
     pld_delta_bracket,
     pld_directional_profiles,
     pld_epsilon_bracket,
@@ -72,6 +74,7 @@ __all__ = [
     "PoissonRemove",
     "PoissonReplace",
     "compose",
+    "directional_tradeoff_curves",
     "discretise",
     "gdp_delta_bracket",
     "gdp_epsilon_bracket",

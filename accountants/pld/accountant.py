@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 import warnings
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import mpmath
 import torch
@@ -30,6 +31,9 @@ from .compose import ComposedPLD, chernoff_tilt, compose, fast_length, window
 from .discretise import discretise
 from .gaussian import gdp_delta_bracket, gdp_epsilon_bracket
 from .pairs import GaussianShift, LabelledPair, MixturePair, step_pairs, unsupported_reason
+
+if TYPE_CHECKING:
+    from ..tradeoff import PiecewiseLinearTradeOff
 
 __all__ = [
     "PLDBracket",
@@ -481,6 +485,41 @@ def pld_directional_profiles(
     total = sum(p.steps for p in _parts(spec))
     prof = pld_profile(spec, h=0.35 * _auto_h(total, eps_error), delta_error=delta_error, device=eps_grid.device)
     return {k: d.delta_upper(flat).reshape(eps_grid.shape) for k, d in prof.directions.items()}
+
+
+def directional_tradeoff_curves(
+    spec: DPSGD | Composed, *, eps_grid: Tensor | None = None, pld_options: dict[str, float] | None = None
+) -> dict[str, PiecewiseLinearTradeOff]:
+    """Sound lower bounds on T(M(D'), M(D)) per ordered direction of the PLD accountant.  Bound: lower.
+
+    D is the dataset *with* the record, D' the one without: α is the error under M(D') (a false positive
+    of a membership test), β under M(D). Each direction's profile δ_d(ε) over ε ∈ [−80, 80]
+    (:func:`pld_directional_profiles`) gives the one-ordering curve of
+    :meth:`PiecewiseLinearTradeOff.from_privacy_profile` (``symmetric=False``; Dong, Roth, Su 2022
+    Prop. 2.12 for one ordering); an ``"add"`` direction bounds H(M(D')‖M(D)), so its curve bounds
+    T(M(D), M(D')) and is returned inverted. :func:`tradeoff_curve` is the symmetric curve of the
+    maximum profile, which lies below every one of these: it covers both orderings of every neighbouring
+    pair at once, which no single pair (D, D') need realise (audit/tightness.py uses these for the
+    optimal audit of one pair). δ is raised to 1 − e^ε where rounding left it lower (sound: a larger δ
+    only lowers a line).
+
+    Raises:
+        UnsupportedError: when the PLD accountant does not cover ``spec``.
+    """
+    from ..tradeoff import PiecewiseLinearTradeOff, _as_input, default_profile_grid  # pld → tradeoff, one way
+
+    reason = PLDMethod().unsupported(spec)
+    if reason is not None:
+        raise UnsupportedError(f"method 'pld' does not cover this spec: {reason}")
+    g = default_profile_grid() if eps_grid is None else _as_input("eps_grid", eps_grid).reshape(-1)
+    eps = torch.cat([-g.flip(0), g]).unique()
+    out = {}
+    for name, d in pld_directional_profiles(spec, eps, **(pld_options or {})).items():
+        d = torch.clamp(torch.maximum(d.to(torch.float64), -torch.expm1(eps)), 0.0, 1.0)
+        f = PiecewiseLinearTradeOff.from_privacy_profile(eps, d, symmetric=False,
+                                                         description=f"pld lower bound, direction {name}")
+        out[name] = f.inverse() if name.startswith("add") else f
+    return out
 
 
 class PLDMethod:

@@ -1,4 +1,4 @@
-"""ε_certifiable per ordered direction (accountants.tradeoff.directional_tradeoff_curves,
+"""ε_certifiable per ordered direction (accountants.pld.directional_tradeoff_curves,
 audit.tightness.certifiable_directional) and the truncated-Poisson bracket it is read against.
 
 Oracles: the one-step Poisson add/remove pair has a closed-form trade-off curve (the likelihood ratio
@@ -16,7 +16,7 @@ from scipy.stats import norm
 
 import accountants as acc
 from accountants.errors import InputError, UnsupportedError
-from accountants.tradeoff import directional_tradeoff_curves
+from accountants.pld import directional_tradeoff_curves
 from accountants.truncated_poisson import inclusion_probability
 from attacks import worst_case
 from audit import statistics as st
