@@ -327,7 +327,7 @@ DEFAULT_AUDITS = 3
 
 def conformance_once(trainer: str, seed: int, n: int) -> dict:
     """One seeded conformance audit (the default's third audit) of ``trainer`` on n trials, at the default's levels."""
-    from attacks import conformance_record
+    from attacks import conformance_record, replay
     from audit import conformance
 
     torch.set_num_threads(1)
@@ -340,11 +340,15 @@ def conformance_once(trainer: str, seed: int, n: int) -> dict:
     out = plugin.multi_run_game(ctx, n_trials=n, progress=False)
     secs = time.perf_counter() - t0
     share = SIGNIFICANCE / DEFAULT_AUDITS / 2
-    conf = conformance.run_tests(out.metadata["conformance"], spec, share, seed)
+    t1 = time.perf_counter()
+    replayed = replay.observe(ctx)  # the replay check (issue 25): the trainer re-run on fixed seeds
+    replay_secs = time.perf_counter() - t1
+    conf = conformance.run_tests(out.metadata["conformance"], spec, share, seed, replayed=replayed)
     s, m = out.scores["inner_product"], out.truth
     cmp = comparator.compare_membership(s[m], s[~m], spec, delta=DELTA, significance=share, curves=curves)
     rec = {"trainer": trainer, "design": "conformance", "seed": seed, "trials": n, "seconds": round(secs, 2),
-           "tests_seconds": round(time.perf_counter() - t0 - secs, 2), "eps_caught": bool(cmp.violated),
+           "tests_seconds": round(time.perf_counter() - t0 - secs - replay_secs, 2),
+           "replay_seconds": round(replay_secs, 2), "eps_caught": bool(cmp.violated),
            "eps_lower": round(float(cmp.epsilon_lower.value), 4), "premise_caught": bool(conf.rejected),
            "caught": bool(conf.rejected or cmp.violated), "notes": list(conf.notes)}
     for t in conf.tests:
