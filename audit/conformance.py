@@ -61,6 +61,11 @@ trainer with probability at most its level. The tests (docs/fault-detection.md, 
   Mahalanobis distance of the per-step difference of means (equal weights over steps; covariance
   cluster-robust by trial) to that ball, against χ²_k (CLT over trials). Catches a clipped sum (the probe
   flips it: 2C) and per-tensor clipping (√L·C).
+- **replay** (sensitivity ≤ C, the noise cancelled; :mod:`audit.replay`): the trainer replayed with the same seed
+  and data, the probe or a zero gradient handed out at step 1 (:mod:`attacks.replay`). H0: ‖Δ‖ ≤ a·C against
+  noise a·σ'C (σ' ≥ σ) on the coordinates no gradient reaches; exact χ² law per seed, Fisher over seeds.
+  "Not applicable" (never a rejection) when the same seed does not reproduce the updates or the noise does not
+  cancel.
 
 **The audit's dataset.** DP must hold for every pair of neighbouring datasets, so the conformance audit
 chooses one under a Poisson claim (the worst-case datasets of auditing, Nasr et al. 2021): a smaller one
