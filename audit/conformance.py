@@ -61,6 +61,11 @@ trainer with probability at most its level. The tests (docs/fault-detection.md, 
   Mahalanobis distance of the per-step difference of means (equal weights over steps; covariance
   cluster-robust by trial) to that ball, against χ²_k (CLT over trials). Catches a clipped sum (the probe
   flips it: 2C) and per-tensor clipping (√L·C).
+- **replay** (sensitivity ≤ C, the noise cancelled; :mod:`audit.replay`): the trainer replayed with the same seed
+  and data, the probe or a zero gradient handed out at step 1 (:mod:`attacks.replay`). H0: ‖Δ‖ ≤ a·C against
+  noise a·σ'C (σ' ≥ σ) on the coordinates no gradient reaches; exact χ² law per seed, Fisher over seeds.
+  "Not applicable" (never a rejection) when the same seed does not reproduce the updates or the noise does not
+  cancel.
 
 **The audit's dataset.** DP must hold for every pair of neighbouring datasets, so the conformance audit
 chooses one under a Poisson claim (the worst-case datasets of auditing, Nasr et al. 2021): a smaller one
@@ -83,7 +88,7 @@ holds.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -92,18 +97,18 @@ from scipy import special, stats
 from accountants.events import DPSGD
 from accountants.sampling import Poisson, RandomAllocation, TruncatedPoisson
 
-from . import model
+from . import model, replay
 from .jsontypes import JSONObject
 
 __all__ = ["NATURAL_BATCH", "PERMUTATIONS", "TESTS", "inclusion_rate", "natural_records", "run_tests"]
 
 TESTS = ("sampling", "contribution", "total_contribution", "normalisation", "scale_fixed", "noise_every_tensor",
-         "noise_fresh", "batch_law", "canary_effect")
+         "noise_fresh", "batch_law", "canary_effect", "replay")
 PREMISE = {"sampling": "sampling", "batch_law": "sampling", "contribution": "contribution",
            "total_contribution": "contribution",
            "normalisation": "contribution",
            "scale_fixed": "contribution", "noise_every_tensor": "noise", "noise_fresh": "noise",
-           "canary_effect": "contribution"}
+           "canary_effect": "contribution", "replay": "contribution"}
 NULL = {
     "sampling": "the canary's inclusion is drawn independently at every step: its per-step shifts Z_t are "
                 "independent across steps (Z_t = y_t / sqrt(ss_t/|R|))",
@@ -132,6 +137,7 @@ NULL = {
                      "independent of the history, so the difference is its own clipped contribution, at most C "
                      "against noise of std at least sigma·C, whatever the clipping or the optimizer's state "
                      "(Poisson claims)",
+    "replay": replay.NULL,
 }
 PERMUTATIONS = 1999  # Monte Carlo permutations at least; more where the level needs them (smallest p ≈ level/2)
 _STATE_Z = -4.0  # fresh-noise PIT mean this many standard errors below 1/2: the optimizer carries state
@@ -656,7 +662,7 @@ def _state(a: dict) -> str | None:
 
 
 def run_tests(records: Sequence[JSONObject], spec: DPSGD, significance: float, seed: int = 0, *,
-              permutations: int = PERMUTATIONS) -> model.Conformance:
+              permutations: int = PERMUTATIONS, replayed: Mapping[str, Any] | None = None) -> model.Conformance:
     """The premise tests on a conformance game's per-trial records, sharing ``significance`` (Bonferroni).
 
     Args:
@@ -665,6 +671,8 @@ def run_tests(records: Sequence[JSONObject], spec: DPSGD, significance: float, s
         significance: the conformance tests' share of the run's significance; each test gets 1/len(TESTS) of it.
         seed: the permutation tests' seed.
         permutations: Monte Carlo permutations of the two permutation tests (at least 4/level).
+        replayed: :func:`attacks.replay.observe`'s measurements for the ``replay`` test (audit/replay.py); None:
+            that test is reported as not run (its share of the level is spent all the same).
     """
     a = _arrays(records)
     level = significance / len(TESTS)
@@ -693,7 +701,8 @@ def run_tests(records: Sequence[JSONObject], spec: DPSGD, significance: float, s
              _noise_fresh(a, level),
              _batch_law(records, a, spec, level, noisy),
              _canary_effect(records, early, sigma, level, None if isinstance(spec.sampling, Poisson) else
-                            "the probe runs under Poisson claims only"))
+                            "the probe runs under Poisson claims only"),
+             replay.test(replayed, sigma, level))
     notes = [f"read from {'the recorded privatised gradients' if a['mode'] == 'record_update' else 'θ_(t-1) - θ_t'}; "
              f"{len(records)} trials, {a['y'].shape[1]} steps, |R| = {a['df']} reference coordinates"]
     if state is not None:

@@ -35,7 +35,7 @@ import accountants as acc
 from accountants import describe
 from accountants.errors import InputError
 from accountants.events import DPSGD
-from attacks import conformance_record, dpsgd, games, models, plugin, worst_case
+from attacks import conformance_record, dpsgd, games, models, plugin, replay, worst_case
 from attacks import data as data_mod
 from attacks import faults as faults_mod
 from attacks import membership as mia
@@ -477,7 +477,8 @@ def audit_variant(v: VariantConfig, run_dir: Path, *, progress: bool = False,
     conf = None
     if out.metadata.get("conformance"):  # the premise tests share this audit's significance with its ε audit
         aud = dataclasses.replace(aud, significance=aud.significance / 2)
-        conf = conformance.run_tests(out.metadata["conformance"], spec, aud.significance, int(aud.seed))
+        conf = conformance.run_tests(out.metadata["conformance"], spec, aud.significance, int(aud.seed),
+                                     replayed=replay.observe(game.context) if isinstance(game, UserTrainer) else None)
     s = aud.significance
     sc = out.scores[name]
     cmp: comparator.MembershipComparison | comparator.ReconstructionComparison

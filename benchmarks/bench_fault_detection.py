@@ -335,7 +335,7 @@ DEFAULT_AUDITS = 3
 
 def conformance_once(trainer: str, seed: int, n: int) -> dict:
     """One seeded conformance audit (the default's third audit) of ``trainer`` on n trials, at the default's levels."""
-    from attacks import conformance_record
+    from attacks import conformance_record, replay
     from audit import conformance
 
     torch.set_num_threads(1)
@@ -348,11 +348,15 @@ def conformance_once(trainer: str, seed: int, n: int) -> dict:
     out = plugin.multi_run_game(ctx, n_trials=n, progress=False)
     secs = time.perf_counter() - t0
     share = SIGNIFICANCE / DEFAULT_AUDITS / 2
-    conf = conformance.run_tests(out.metadata["conformance"], spec, share, seed)
+    t1 = time.perf_counter()
+    replayed = replay.observe(ctx)  # the replay check (issue 25): the trainer re-run on fixed seeds
+    replay_secs = time.perf_counter() - t1
+    conf = conformance.run_tests(out.metadata["conformance"], spec, share, seed, replayed=replayed)
     s, m = out.scores["inner_product"], out.truth
     cmp = comparator.compare_membership(s[m], s[~m], spec, delta=DELTA, significance=share, curves=curves)
     rec = {"trainer": trainer, "design": "conformance", "seed": seed, "trials": n, "seconds": round(secs, 2),
-           "tests_seconds": round(time.perf_counter() - t0 - secs, 2), "eps_caught": bool(cmp.violated),
+           "tests_seconds": round(time.perf_counter() - t0 - secs - replay_secs, 2),
+           "replay_seconds": round(replay_secs, 2), "eps_caught": bool(cmp.violated),
            "eps_lower": round(float(cmp.epsilon_lower.value), 4), "premise_caught": bool(conf.rejected),
            "caught": bool(conf.rejected or cmp.violated), "notes": list(conf.notes)}
     for t in conf.tests:
@@ -382,6 +386,55 @@ def conformance_table(path: str) -> None:
     if correct:
         k = sum(r["caught"] for r in correct)
         print(f"\nfalse alarms over {len(correct)} audits of correct trainers: {k} "
+              f"(95 % Clopper-Pearson upper bound {clopper_pearson_upper(k, len(correct)):.3f})")
+
+
+def _conformance_context(trainer: str, seed: int):
+    """The conformance audit's context (its dataset and canary, audit/runs.py) for ``trainer``, and the claim."""
+    from attacks import conformance_record
+    from audit import conformance
+
+    d, spec, _ = _setup()
+    d = conformance_record.copied_records(d, conformance.natural_records(d.n, "poisson", Q))
+    can = conformance_record.dead_feature(d, 1, value=10.0, generator=torch.Generator().manual_seed(seed))
+    return plugin.Context(_trainer(trainer), d, can, seed, "inner_product", None, spec, "white_box", C), spec
+
+
+def replay_once(trainer: str, seed: int) -> dict:
+    """The replay check alone (issue 25: attacks/replay.py, audit/replay.py) at its level in the default; it runs
+    its own replays, so it gives what the full conformance audit would give for this seed, without the game."""
+    from attacks import replay
+    from audit import conformance
+    from audit import replay as audit_replay
+
+    torch.set_num_threads(1)
+    ctx, spec = _conformance_context(trainer, seed)
+    level = SIGNIFICANCE / DEFAULT_AUDITS / 2 / len(conformance.TESTS)
+    t0 = time.perf_counter()
+    obs = replay.observe(ctx)
+    secs = time.perf_counter() - t0
+    t = audit_replay.test(obs, float(spec.noise_multiplier), level)
+    return {"trainer": trainer, "seed": seed, "seconds": round(secs, 2), "level": level, "p": t.p_value,
+            "rejected": t.rejected, "skipped": t.skipped, "finding": t.finding}
+
+
+def replay_table(path: str) -> None:
+    """Markdown: the replay check's verdicts per trainer; false alarms of the correct ones with CP bounds."""
+    rows = [json.loads(line) for line in Path(path).read_text().splitlines()]
+    names = [t for t in [*BUGS, "opacus_correct"] if any(r["trainer"] == t for r in rows)]
+    print("| trainer | audits | rejected | not applicable | smallest p | median p | p ≤ 0.05 | s per replay check |")
+    print("|---|---|---|---|---|---|---|---|")
+    for t in names:
+        rs = [r for r in rows if r["trainer"] == t]
+        ps = sorted(r["p"] for r in rs if r["p"] is not None)
+        small = f"{ps[0]:.2g}" if ps else "–"
+        med = f"{ps[len(ps) // 2]:.2g}" if ps else "–"
+        print(f"| {t} | {len(rs)} | {sum(r['rejected'] for r in rs)} | {sum(bool(r['skipped']) for r in rs)} | "
+              f"{small} | {med} | {sum(p <= 0.05 for p in ps)} | {sum(r['seconds'] for r in rs) / len(rs):.1f} |")
+    correct = [r for r in rows if r["trainer"] in CORRECT]
+    if correct:
+        k = sum(r["rejected"] for r in correct)
+        print(f"\nfalse alarms over {len(correct)} replay checks of correct trainers: {k} "
               f"(95 % Clopper-Pearson upper bound {clopper_pearson_upper(k, len(correct)):.3f})")
 
 
@@ -889,6 +942,14 @@ def main() -> None:
     cf.add_argument("--first-seed", type=int, default=1000)
     cf.add_argument("--trials", type=int, default=2000)
     cf.add_argument("--workers", type=int, default=1)
+    rp = sub.add_parser("replay", help="the replay check alone (issue 25) on trainers x seeds, no game")
+    rp.add_argument("--out", required=True)
+    rp.add_argument("--trainers", default="all")
+    rp.add_argument("--seeds", type=int, default=1)
+    rp.add_argument("--first-seed", type=int, default=1000)
+    rp.add_argument("--workers", type=int, default=1)
+    rt = sub.add_parser("replay-table", help="markdown table of the replay JSONL")
+    rt.add_argument("path")
     ct = sub.add_parser("conformance-table", help="markdown table of the conformance JSONL")
     ct.add_argument("path")
     sq = sub.add_parser("sequential", help="the black-box default's sequential test on trainers x seeds (issue 25)")
@@ -927,6 +988,15 @@ def main() -> None:
                    [(t, args.first_seed + s, args.trials) for s in range(args.seeds) for t in trainers],
                    args.out, args.workers, "conformance audits",
                    show=lambda r: {k: v for k, v in r.items() if not k.startswith(("finding_", "p_"))})
+    elif args.cmd == "replay":
+        trainers = [*BUGS, "opacus_correct"] if args.trainers == "all" else args.trainers.split(",")
+        if args.trainers == "correct":
+            trainers = list(CORRECT)
+        _run_tasks(replay_once, ("trainer", "seed"),
+                   [(t, args.first_seed + s) for s in range(args.seeds) for t in trainers], args.out, args.workers,
+                   "replay checks", show=lambda r: {k: v for k, v in r.items() if k != "finding"})
+    elif args.cmd == "replay-table":
+        replay_table(args.path)
     elif args.cmd == "sequential":
         _run_tasks(sequential_once, ("trainer", "design", "seed", "ceiling"),
                    [(t, dn, args.first_seed + s, args.ceiling) for s in range(args.seeds)
