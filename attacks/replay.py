@@ -14,11 +14,11 @@ contribution, the noise cancelling exactly. The hook hands out, per replay seed,
 - ``+v``/``−v`` (the first seed only): a small gradient ±(C/10)·(the probe's unit direction), for the
   C-unit calibration in words (never the verdict).
 
-What is kept per seed (JSON-ready, :func:`observe`): Δ = u_1(probe) − u_1(zero) as its squared norm,
+What is kept per seed (:class:`SeedReplay`, from :func:`observe`): Δ = u_1(probe) − u_1(zero) as its squared norm,
 u_1 the first update (``audit.record_update``'s first entry, else θ_0 − θ_1); R, the coordinates no
 natural record's gradient reaches at θ_0 (cross-entropy with random positive weights, so no cancellation;
 dead input features give dead first-layer weights) nor the probe; ss = ‖u_1(zero)[R]‖² (noise only, in the
-update's units) and df = |R|; ‖Δ[R]‖² (zero exactly when the noise cancels). Two gates come first, and
+update's units) ‖u_1(zero)[R]‖₁ and df = |R|; ‖Δ[R]‖² (zero exactly when the noise cancels). Two gates come first, and
 either makes the check "not applicable", never a failure: the same seed run twice gives the same updates
 (``reproducible``), and Δ vanishes on R (``aligned``: the trainer's draws do not depend on the value of the
 handed gradient).
@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
@@ -37,12 +37,43 @@ from . import conformance_record as cr
 from . import plugin
 from .games import trial_seed
 
-__all__ = ["REPLAY_SEEDS", "ReplayHook", "observe"]
+__all__ = ["REPLAY_SEEDS", "Calibration", "ReplayHook", "ReplayObservation", "SeedReplay", "observe"]
 
 REPLAY_SEEDS = 16  # seeds replayed (two runs each, plus one reproducibility run and the ±v pair)
 _STREAM_REPLAY = 6  # the replay's trainer seeds (plugin's streams are 0-5)
 SMALL = 0.1  # ‖v‖ = SMALL·C: the calibration probe, unclipped by any clipping at C
 REPRO_TOL = 1e-6  # relative: two runs with the same seed and inputs agree to this (float round-off is ~1e-7)
+
+
+@dataclass(frozen=True)
+class SeedReplay:
+    """One replayed seed: ‖Δ‖², ‖Δ[R]‖², ss = ‖u_1(zero)[R]‖², ‖u_1(zero)[R]‖₁, |R| and ‖probe‖/C."""
+
+    d2: float
+    d2_ref: float
+    ss: float
+    abs_sum: float
+    df: int
+    handed: float
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """The small probe ±v (‖v‖ = ``v``·C): ‖Δ(+v)‖ and ‖Δ(+v) + Δ(−v)‖/‖Δ(+v)‖ (0 for a linear map)."""
+
+    dv: float
+    affine: float
+    v: float
+
+
+@dataclass(frozen=True)
+class ReplayObservation:
+    """What :func:`observe` measured, or why it could not (``skip``; ``reproducible`` False when that is why)."""
+
+    skip: str | None
+    reproducible: bool | None = None
+    seeds: tuple[SeedReplay, ...] = ()
+    calibration: Calibration | None = None
 
 
 class ReplayHook(cr.ProbeHook):
@@ -105,50 +136,48 @@ def _reference(template: nn.Module, theta0: Tensor, x: Tensor, y: Tensor, probe:
     return dead
 
 
-def observe(ctx: plugin.Context, seeds: int = REPLAY_SEEDS) -> dict[str, Any]:
-    """The replay's measurements on ``ctx``'s trainer and data (module doc), or ``{"skip": reason}``.
+def observe(ctx: plugin.Context, seeds: int = REPLAY_SEEDS) -> ReplayObservation:
+    """The replay's measurements on ``ctx``'s trainer and data (module doc), or the reason it has none.
 
     Deterministic in ``ctx.seed``: seed j of the trainer is ``trial_seed(ctx.seed, j, 6)``.
     """
     fn = plugin._trainer_of(ctx)
     template, why = plugin._template(ctx, fn)
     if template is None:
-        return {"skip": why or "no template model"}
+        return ReplayObservation(why or "no template model")
     x, y = ctx.data.x.to(torch.float32), ctx.data.y
     dim = sum(p.numel() for p in template.parameters())
-    per: list[dict[str, Any]] = []
-    calib: dict[str, float] = {}
+    per: list[SeedReplay] = []
+    calib: Calibration | None = None
     try:
         for j in range(seeds):
             s = trial_seed(ctx.seed, j, _STREAM_REPLAY)
             th0, u0, _ = _run(fn, ctx, template, x, y, s, "zero")
             if th0.numel() != dim:
-                return {"skip": f"the recorded parameters ({th0.numel()} numbers) are not the model's ({dim})"}
+                return ReplayObservation(f"the recorded parameters ({th0.numel()} numbers) are not the model's ({dim})")
             if j == 0:
                 _, again, _ = _run(fn, ctx, template, x, y, s, "zero")
                 gap = float((again - u0).norm())
                 if not gap <= REPRO_TOL * float(u0.norm()):
-                    return {"skip": f"not reproducible: the same seed and data gave first updates {gap:.3g} apart "
-                                    f"(norm {float(u0.norm()):.3g}): replay not applicable",
-                            "reproducible": False}
+                    return ReplayObservation(f"not reproducible: the same seed and data gave first updates {gap:.3g} "
+                                             f"apart (norm {float(u0.norm()):.3g}): replay not applicable", False)
             th1, u1, hook = _run(fn, ctx, template, x, y, s, "probe")
             if hook.handed is None:
                 continue  # no natural gradient at θ_0: nothing to probe at this seed
             if float((th1 - th0).norm()) != 0.0:
-                return {"skip": "the same seed gave a different θ_0 in two runs: replay not applicable",
-                        "reproducible": False}
+                return ReplayObservation("the same seed gave a different θ_0 in two runs: replay not applicable", False)
             dead = _reference(template, th0, x, y, hook.handed)
             d = u1 - u0
-            per.append({"d2": float(d @ d), "d2_ref": float(d[dead] @ d[dead]), "ss": float(u0[dead] @ u0[dead]),
-                        "df": int(dead.sum()), "handed": float(hook.handed.norm()) / ctx.clip_norm})
-            if not calib:
+            ref = u0[dead]
+            per.append(SeedReplay(float(d @ d), float(d[dead] @ d[dead]), float(ref @ ref), float(ref.abs().sum()),
+                                  int(dead.sum()), float(hook.handed.norm()) / ctx.clip_norm))
+            if calib is None:
                 _, up, _ = _run(fn, ctx, template, x, y, s, "+v")
                 _, um, _ = _run(fn, ctx, template, x, y, s, "-v")
                 dp, dm = up - u0, um - u0
-                calib = {"dv": float(dp.norm()), "affine": float((dp + dm).norm()) / max(float(dp.norm()), 1e-300),
-                         "v": SMALL}
+                calib = Calibration(float(dp.norm()), float((dp + dm).norm()) / max(float(dp.norm()), 1e-300), SMALL)
     except (ValueError, plugin.TrainerError) as exc:  # never a verdict: the game's trials report a broken trainer
-        return {"skip": f"the replay cannot run: {exc}"}
+        return ReplayObservation(f"the replay cannot run: {exc}")
     if not per:
-        return {"skip": "no seed had a natural gradient at θ_0 to probe"}
-    return {"skip": None, "reproducible": True, "seeds": per, "calibration": calib}
+        return ReplayObservation("no seed had a natural gradient at θ_0 to probe")
+    return ReplayObservation(None, True, tuple(per), calib)

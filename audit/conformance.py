@@ -88,7 +88,7 @@ holds.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -96,6 +96,7 @@ from scipy import special, stats
 
 from accountants.events import DPSGD
 from accountants.sampling import Poisson, RandomAllocation, TruncatedPoisson
+from attacks.replay import ReplayObservation
 
 from . import model, replay
 from .jsontypes import JSONObject
@@ -662,7 +663,7 @@ def _state(a: dict) -> str | None:
 
 
 def run_tests(records: Sequence[JSONObject], spec: DPSGD, significance: float, seed: int = 0, *,
-              permutations: int = PERMUTATIONS, replayed: Mapping[str, Any] | None = None) -> model.Conformance:
+              permutations: int = PERMUTATIONS, replayed: ReplayObservation | None = None) -> model.Conformance:
     """The premise tests on a conformance game's per-trial records, sharing ``significance`` (Bonferroni).
 
     Args:

@@ -25,11 +25,11 @@ from __future__ import annotations
 
 import math
 import statistics as pystats
-from collections.abc import Mapping
-from typing import Any
 
 import numpy as np
 from scipy import stats
+
+from attacks.replay import ReplayObservation, SeedReplay
 
 from . import model
 
@@ -43,6 +43,10 @@ NULL = ("with the same seed and data, the first update with the probe (1000·C a
 STATISTIC = "Fisher's -2·sum_j log p_j over the replayed seeds (chi2 with 2m degrees of freedom under H0)"
 ALIGN_TOL = 1e-5  # ‖Δ[R]‖ ≤ this·‖u_1[R]‖: the noise cancelled (float32 round-off is ~1e-7; reused bits give 0)
 AFFINE_TOL = 1e-3  # ‖Δ(+v) + Δ(−v)‖ ≤ this·‖Δ(+v)‖: the map is linear on small gradients (words only)
+# The noise on R must look Gaussian: mean |u| / rms u is √(2/π) ≈ 0.798 for a centred Gaussian (its standard
+# error over the ≥ 16·|R| pooled coordinates is ≈ 0.6/√N, under 0.03 for N ≥ 400) and 1 for a sign-like step 1
+# (Adam's first update lr·g/(|g| + ε) without audit.record_update), which the null does not cover.
+SHAPE_MAX = 0.9
 
 
 def _skipped(level: float, why: str) -> model.PremiseTest:
@@ -56,22 +60,33 @@ def _log_p(d2: np.ndarray, ss: np.ndarray, df: np.ndarray, sigma: float) -> np.n
         return np.where(d2 > 0, stats.chi2.logcdf(x, df), 0.0)
 
 
-def test(obs: Mapping[str, Any] | None, sigma: float, level: float) -> model.PremiseTest:
+def _shape(seeds: list[SeedReplay]) -> float:
+    """Pooled mean |u_1[R]| over its root mean square (√(2/π) for Gaussian noise; 1 for a sign per coordinate)."""
+    n, ss = sum(s.df for s in seeds), sum(s.ss for s in seeds)
+    return (sum(s.abs_sum for s in seeds) / n) / math.sqrt(ss / n) if ss > 0 else 0.0
+
+
+def test(obs: ReplayObservation | None, sigma: float, level: float) -> model.PremiseTest:
     """The replay test at ``level`` on :func:`attacks.replay.observe`'s measurements (None: not run)."""
     if obs is None:
         return _skipped(level, "the replay did not run (a white-box user trainer's conformance audit runs it)")
-    if obs.get("skip"):
-        return _skipped(level, str(obs["skip"]))
-    seeds = [s for s in obs["seeds"] if s["df"] > 0]
+    if obs.skip:
+        return _skipped(level, obs.skip)
+    seeds = [s for s in obs.seeds if s.df > 0]
     if not seeds:
         return _skipped(level, "no coordinate of the model is out of every natural gradient's reach at θ_0: no "
                                "noise reference")
-    bad = [s for s in seeds if not math.sqrt(s["d2_ref"]) <= ALIGN_TOL * math.sqrt(s["ss"])]
+    bad = [s for s in seeds if not math.sqrt(s.d2_ref) <= ALIGN_TOL * math.sqrt(s.ss)]
     if bad:
         return _skipped(level, f"the noise did not cancel between two runs with the same seed ({len(bad)} of "
                                f"{len(seeds)} seeds: the update on coordinates no gradient reaches differs): the "
                                "trainer's random draws depend on the handed gradient's value, replay not applicable")
-    d2, ss, df = (np.array([s[k] for s in seeds], dtype=np.float64) for k in ("d2", "ss", "df"))
+    if _shape(seeds) > SHAPE_MAX:
+        return _skipped(level, f"the first update on coordinates no gradient reaches is not Gaussian noise (mean |u| / "
+                               f"rms u = {_shape(seeds):.2f}; Gaussian: 0.80, a sign per coordinate: 1.00): step 1 is "
+                               "not a linear image of the noisy sum (Adam? call audit.record_update(privatised_"
+                               "gradient)), replay not applicable")
+    d2, ss, df = (np.array([getattr(s, k) for s in seeds], dtype=np.float64) for k in ("d2", "ss", "df"))
     logs = _log_p(d2, ss, df, sigma)
     x = -2.0 * float(logs.sum())
     p = 0.0 if math.isinf(x) else float(stats.chi2.sf(x, 2 * len(seeds)))
@@ -79,23 +94,23 @@ def test(obs: Mapping[str, Any] | None, sigma: float, level: float) -> model.Pre
                              _words(obs, seeds, sigma, p <= level))
 
 
-def _words(obs: Mapping[str, Any], seeds: list[dict[str, Any]], sigma: float, rejected: bool) -> str:
+def _words(obs: ReplayObservation, seeds: list[SeedReplay], sigma: float, rejected: bool) -> str:
     """The probe's shift in the noise's units (median over seeds) and, by the small probe, in C and the noise."""
-    ratios = [sigma * math.sqrt(s["d2"] * s["df"] / s["ss"]) if s["ss"] > 0 else math.inf for s in seeds]
+    ratios = [sigma * math.sqrt(s.d2 * s.df / s.ss) if s.ss > 0 else math.inf for s in seeds]
     med = pystats.median(ratios)
-    words = (f"replaying {len(seeds)} seeds with a probe gradient of {seeds[0]['handed']:.3g} C against a zero "
+    words = (f"replaying {len(seeds)} seeds with a probe gradient of {seeds[0].handed:.3g} C against a zero "
              f"gradient moves the first update by {med:.2f} C in the noise's units (sigma·||Delta||/noise std, "
              f"median; at most 1.00 for a correct DP-SGD)")
-    cal = obs.get("calibration") or {}
-    if cal.get("dv", 0.0) > 0 and cal["affine"] > AFFINE_TOL:
+    cal = obs.calibration
+    if cal is not None and cal.dv > 0 and cal.affine > AFFINE_TOL:
         words += (f"; the map from one record's gradient to the update is not linear on small gradients (a "
-                  f"{cal['v']:g} C probe and its negative move it by amounts {cal['affine']:.2g} apart, relative): "
+                  f"{cal.v:g} C probe and its negative move it by amounts {cal.affine:.2g} apart, relative): "
                   "the clipping acts on more than one example?")
-    elif cal.get("dv", 0.0) > 0:
-        per_c = cal["dv"] / cal["v"]  # the update per C of an unclipped gradient (the first seed)
-        moved = math.sqrt(seeds[0]["d2"]) / per_c
-        noise = math.sqrt(sum(s["ss"] for s in seeds) / sum(s["df"] for s in seeds)) / per_c / sigma
-        words += (f"; calibrated by a small unclipped probe ({cal['v']:g} C, its image linear): the probe moves it by "
+    elif cal is not None and cal.dv > 0:
+        per_c = cal.dv / cal.v  # the update per C of an unclipped gradient (the first seed)
+        moved = math.sqrt(seeds[0].d2) / per_c
+        noise = math.sqrt(sum(s.ss for s in seeds) / sum(s.df for s in seeds)) / per_c / sigma
+        words += (f"; calibrated by a small unclipped probe ({cal.v:g} C, its image linear): the probe moves it by "
                   f"{moved:.2f} C and the noise is {noise:.2f}× the claimed sigma·C (estimates, in words only)")
     if rejected:
         words += ": one record moves the update by more than the clipping allows (a clipped sum, per-tensor " \

@@ -24,9 +24,12 @@ SIGMA = 1.0
 SPEC = acc.DPSGD(SIGMA, acc.Poisson(0.5), 3)
 
 
-def _obs(d2: list[float], ss: list[float], df: int = 30, d2_ref: float = 0.0) -> dict:
-    seeds = [{"d2": a, "d2_ref": d2_ref, "ss": b, "df": df, "handed": 1000.0} for a, b in zip(d2, ss, strict=True)]
-    return {"skip": None, "reproducible": True, "seeds": seeds, "calibration": {}}
+def _obs(d2: list[float], ss: list[float], df: int = 30, d2_ref: float = 0.0,
+         shape: float = math.sqrt(2 / math.pi)) -> replay.ReplayObservation:
+    """Measurements with mean |u| = shape·rms u on R (√(2/π): Gaussian noise; 1: a sign per coordinate)."""
+    seeds = tuple(replay.SeedReplay(a, d2_ref, b, shape * math.sqrt(b * df), df, 1000.0)
+                  for a, b in zip(d2, ss, strict=True))
+    return replay.ReplayObservation(None, True, seeds)
 
 
 def test_one_seed_p_value_is_the_chi2_cdf_closed_form():
@@ -63,8 +66,13 @@ def test_rejects_a_clipped_sum_and_per_tensor_clipping_at_their_sensitivity():
 def test_gates_skip_and_never_reject():
     t = audit_replay.test(_obs([100.0], [1.0], d2_ref=1e-3), 1.0, 0.05)  # the noise did not cancel on R
     assert t.skipped and "did not cancel" in t.skipped and not t.rejected and t.p_value is None
-    t = audit_replay.test({"skip": "not reproducible: ...", "reproducible": False}, 1.0, 0.05)
+    t = audit_replay.test(replay.ReplayObservation("not reproducible: ...", False), 1.0, 0.05)
     assert t.skipped and not t.rejected
+    # a sign per coordinate on R (Adam's first step without record_update): outside the null, so not applicable,
+    # even with a record moved by 10 C (which would reject if the noise were Gaussian)
+    t = audit_replay.test(_obs([100.0] * 16, [30.0] * 16, shape=1.0), 1.0, 0.05)
+    assert t.skipped and "not Gaussian" in t.skipped and not t.rejected
+    assert audit_replay.test(_obs([100.0] * 16, [30.0] * 16), 1.0, 0.05).rejected
     t = audit_replay.test(None, 1.0, 0.05)
     assert t.skipped and not t.rejected
 
@@ -100,7 +108,10 @@ def _trainer(bug: str = "", steps: int = 3):
                 f = torch.clamp(1.0 / (flat.norm(dim=1) + 1e-12), max=1.0)
                 sums = [(gi * f.view(-1, *[1] * (gi.ndim - 1))).sum(0) for gi in grads]
             noisy = [s + SIGMA * torch.randn(s.shape, generator=g) for s in sums]
-            w, b = w - 0.5 * noisy[0] / 20, b - 0.5 * noisy[1] / 20
+            if bug == "adam":  # Adam's bias-corrected step from zero state: lr·g/(|g| + ε), about a sign
+                w, b = w - 0.01 * noisy[0] / (noisy[0].abs() + 1e-8), b - 0.01 * noisy[1] / (noisy[1].abs() + 1e-8)
+            else:
+                w, b = w - 0.5 * noisy[0] / 20, b - 0.5 * noisy[1] / 20
             if audit is not None:
                 audit.record([w, b])
         m = torch.nn.Linear(x.shape[1], 10)
@@ -119,9 +130,9 @@ def _context(trainer, seed: int = 0) -> plugin.Context:
 
 def test_correct_trainer_passes_and_the_probe_moves_it_by_exactly_c():
     obs = replay.observe(_context(_trainer()), seeds=6)
-    assert obs["skip"] is None and obs["reproducible"] and len(obs["seeds"]) == 6
-    assert all(s["d2_ref"] == 0.0 and s["df"] > 0 for s in obs["seeds"])  # the noise cancels bit for bit on R
-    assert obs["calibration"]["affine"] < 1e-4  # Δ(+v) = −Δ(−v) up to float32 round-off
+    assert obs.skip is None and obs.reproducible and len(obs.seeds) == 6
+    assert all(s.d2_ref == 0.0 and s.df > 0 for s in obs.seeds)  # the noise cancels bit for bit on R
+    assert obs.calibration is not None and obs.calibration.affine < 1e-4  # Δ(+v) = −Δ(−v) up to float32 round-off
     t = audit_replay.test(obs, SIGMA, 0.05)
     assert t.skipped is None and not t.rejected, (t.p_value, t.finding)
     # the probe is clipped to exactly C and the 0.1 C probe is not clipped: their images are 10:1 (float32)
@@ -136,11 +147,18 @@ def test_buggy_clipping_is_rejected(bug, words):
 
 def test_not_reproducible_and_misaligned_trainers_are_not_applicable():
     obs = replay.observe(_context(_trainer("unseeded")), seeds=3)
-    assert obs["reproducible"] is False and "not reproducible" in obs["skip"]
+    assert obs.reproducible is False and obs.skip is not None and "not reproducible" in obs.skip
     t = audit_replay.test(obs, SIGMA, 0.05)
     assert t.skipped and "not reproducible" in t.skipped and not t.rejected
     t = audit_replay.test(replay.observe(_context(_trainer("draws_on_value")), seeds=3), SIGMA, 0.05)
     assert t.skipped and "did not cancel" in t.skipped and not t.rejected
+
+
+def test_adam_without_record_update_is_not_applicable_not_a_false_alarm():
+    # Adam's first step is about lr·sign(noisy sum) per coordinate: not a linear image of the noisy sum, so the
+    # null does not cover it; the replay must say "not applicable" (the shape gate), never reject a correct trainer
+    t = audit_replay.test(replay.observe(_context(_trainer("adam")), seeds=4), SIGMA, 0.05)
+    assert t.skipped and "not Gaussian" in t.skipped and not t.rejected, (t.p_value, t.finding)
 
 
 def test_false_alarms_of_a_correct_trainer_across_seeds():
