@@ -42,7 +42,9 @@ memory budget (:func:`models_that_fit`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+import operator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -224,64 +226,80 @@ def train(
     expected = samplers.expected_batch_size(spec.sampling, N)
     plan = _models.init_plan(model, init, dtype) if params is None else None
     draws = sample_draws(trainer, spec.sampling, T, D, present, gens, plan, expected, n_data, m, dtype)
-    theta = (draws.theta0 if params is None else _models.flatten(params).to(dtype).clone()).to(dev)
+    if params is None:
+        assert draws.theta0 is not None  # sample_draws draws θ_0 whenever it is given a plan
+        theta = draws.theta0.to(dev)
+    else:
+        theta = _models.flatten(params).to(dtype).clone().to(dev)
     initial = theta.clone() if keep_initial else None
     idx_t, cnt_t = draws.idx.to(dev), draws.cnt.to(dev)
-    can_t = draws.canary_counts.to(dev) if m else None  # (R, T, m)
     batch_sizes = draws.batch_sizes.to(dev)  # (R, T) realised draws, canary slots included
 
     noise_std = trainer.noise_std(sigma * C)
     clip_to = trainer.clip_norm(C)  # None: no clipping
 
-    canary_sum = None
-    if m:
+    # with m > 0 gradient-canary slots: their draws (R, T, m) and clipped gradients (m, D)
+    canaries = None
+    if gradient_canaries is not None and draws.canary_counts is not None:  # both exactly when m > 0
         gc = gradient_canaries.to(device=dev, dtype=dtype)
         if clip_to is not None:
             gc = gc * torch.clamp(clip_to / gc.norm(dim=1, keepdim=True), max=1.0)
-        canary_sum = gc  # (m, D)
+        canaries = (draws.canary_counts.to(dev), gc)
     unit_probes = None
     if probes is not None:
         pr = probes.to(device=dev, dtype=dtype)
         unit_probes = pr / pr.norm(dim=1, keepdim=True)
 
     grads = _StepGradients(model, template, X, Y, R, max(draws.widths, default=0), closed_form)
-    obs = torch.empty(R, T, probes.shape[0], dtype=dtype, device=dev) if probes is not None else None
+    probing = None  # with probes: the unit probes (P, D) and the observations (R, T, P) they record
+    if unit_probes is not None:
+        probing = (unit_probes, torch.empty(R, T, unit_probes.shape[0], dtype=dtype, device=dev))
     norms = torch.empty(R, T, dtype=dtype, device=dev)
     updates = torch.empty(R, T, D, dtype=dtype, device=dev) if record_updates else None
 
-    block = draws.noise.block_steps
-    noise_blk = None
+    noise = _noise_rows(draws.noise, dev)
     steps = tqdm(range(T), desc="DP-SGD steps", leave=False) if progress else range(T)
     for t in steps:
-        if t % block == 0:  # the next block of every model's noise rows, one transfer
-            noise_blk = draws.noise.rows(t, min(T, t + block)).to(dev)
+        z = next(noise)  # (R, D); a new block is drawn and transferred at its first step
         width = draws.widths[t]
         s = torch.zeros(R, D, dtype=dtype, device=dev)
         if width:
             s = grads.clipped_sum(theta, idx_t[:, t, :width], cnt_t[:, t, :width].to(dtype), clip_to)
-        if m:
+        if canaries is not None:
+            can_t, canary_sum = canaries
             s = s + can_t[:, t].to(dtype) @ canary_sum
-        noisy = add_noise(s, noise_std, noise_blk[:, t % block])
+        noisy = add_noise(s, noise_std, z)
         theta, u = update(trainer, theta, noisy, expected, batch_sizes[:, t], learning_rate)
         norms[:, t] = u.norm(dim=1) * (expected / C)
-        if obs is not None:
-            obs[:, t] = (u @ unit_probes.T) * (expected / C)
+        if probing is not None:
+            probe_dirs, obs = probing
+            obs[:, t] = (u @ probe_dirs.T) * (expected / C)
         if updates is not None:
             updates[:, t] = u
 
-    def back(t: Tensor | None) -> Tensor | None:  # one transfer per result tensor, after the loop
-        return None if t is None else t.to(home)
+    def back(t: Tensor) -> Tensor:  # one transfer per result tensor, after the loop
+        return t.to(home)
 
     return TrainResult(
         params=_models.unflatten(back(theta), template),
-        observations=back(obs),
+        observations=None if probing is None else back(probing[1]),
         update_norms=back(norms),
         batch_sizes=back(batch_sizes),
-        updates=back(updates),
+        updates=None if updates is None else back(updates),
         expected_batch_size=float(expected),
         fault=describe(fault),
-        initial=back(initial),
+        initial=None if initial is None else back(initial),
     )
+
+
+def _noise_rows(noise: NoiseStream, dev: torch.device) -> Iterator[Tensor]:
+    """Every step's noise rows (R, D) in order, moved to ``dev`` a block of steps at a time (one
+    transfer per block, drawn when its first step asks for it)."""
+    T, block = noise.steps, noise.block_steps
+    for t0 in range(0, T, block):
+        rows = noise.rows(t0, min(T, t0 + block)).to(dev)
+        for i in range(rows.shape[1]):
+            yield rows[:, i]
 
 
 def _checked_shapes(model: nn.Module, dtype: torch.dtype, R: int, n_data: int, params: dict[str, Tensor] | None,
@@ -427,7 +445,7 @@ def sample_draws(trainer, sampling, steps: int, dim: int, present: Tensor, gens:
             if theta0 is None:
                 theta0 = torch.empty(R, flat.numel(), dtype=flat.dtype)
             theta0[r] = flat
-        if fast:
+        if masks is not None:  # fast
             mask = torch.lt(torch.rand(T, n, generator=g, dtype=torch.float64), sampling.rate, out=masks[r - r0])
             if not everyone:
                 mask &= present[r]
@@ -440,11 +458,11 @@ def sample_draws(trainer, sampling, steps: int, dim: int, present: Tensor, gens:
             copy.set_state((g if g is not None else torch.default_generator).get_state())
             noise_gens.append(copy)
             torch.randn(T, D, generator=g, dtype=dtype, out=scratch)
-        if fast:
+        if masks is not None:  # fast
             if r + 1 - r0 == masks.shape[0] or r + 1 == R:
                 idx, cnt = _drawn_rows_group(masks[: r + 1 - r0], n_data, idx, cnt, k[r0 : r + 1], r0)
                 sizes[r0 : r + 1] = masks[: r + 1 - r0].sum(dim=2, dtype=torch.int64)
-                if m:
+                if can is not None:  # m > 0
                     can[r0 : r + 1] = masks[: r + 1 - r0, :, n_data:]
                 r0 = r + 1
             continue
@@ -453,7 +471,7 @@ def sample_draws(trainer, sampling, steps: int, dim: int, present: Tensor, gens:
             idx, cnt = _grown(idx, cnt, need)
             _drawn_rows(c[:, :n_data], idx[r], cnt[r], k[r])
         sizes[r] = c.sum(dim=1, dtype=torch.int64)
-        if m:
+        if can is not None:  # m > 0
             can[r] = c[:, n_data:]
     widths = k.amax(dim=0).tolist()
     W = max(widths, default=0)
@@ -538,22 +556,24 @@ class _StepGradients:
             xb = torch.index_select(X, 0, idx.reshape(-1), out=self.xbuf[: R * width]).view(R, width, *X.shape[1:])
             grads = self.per_ex(theta_d, xb, self.Y[idx])
             flat = [v.reshape(R, width, -1) for v in grads.values()]
-            sq = sum(torch.einsum("rbk,rbk->rb", f, f) for f in flat)
+            sq = functools.reduce(operator.add, (torch.einsum("rbk,rbk->rb", f, f) for f in flat))
             if clip_to is not None:
                 w = w * torch.clamp(clip_to / sq.sqrt(), max=1.0)  # norm 0 -> inf -> 1
             return torch.cat([torch.einsum("rb,rbk->rk", w, f) for f in flat], dim=1)
+        ghost = self.ghost
         rows = max(1, _SLICE_BYTES // max(1, width * X[0].numel() * X.element_size()))
         out = torch.empty(R, theta.shape[1], dtype=theta.dtype, device=theta.device)
         for i in range(0, R, rows):
             j = min(R, i + rows)
-            out[i:j] = self._ghost_slice({k: v[i:j] for k, v in theta_d.items()}, idx[i:j], w[i:j], clip_to)
+            out[i:j] = self._ghost_slice(ghost, {k: v[i:j] for k, v in theta_d.items()}, idx[i:j], w[i:j], clip_to)
         return out
 
-    def _ghost_slice(self, theta_d: dict[str, Tensor], idx: Tensor, w: Tensor, clip_to: float | None) -> Tensor:
+    def _ghost_slice(self, ghost: _ghost.GhostFn, theta_d: dict[str, Tensor], idx: Tensor, w: Tensor,
+                     clip_to: float | None) -> Tensor:
         """The closed-form clipped sum of a slice of models: (r, D)."""
         r, width, X = idx.shape[0], idx.shape[1], self.X
         xb = torch.index_select(X, 0, idx.reshape(-1), out=self.xbuf[: r * width]).view(r, width, *X.shape[1:])
-        sq, weighted_sum = self.ghost(theta_d, xb, self.Y[idx])
+        sq, weighted_sum = ghost(theta_d, xb, self.Y[idx])
         if clip_to is not None:
             w = w * torch.clamp(clip_to / sq.sqrt(), max=1.0)  # norm 0 -> inf -> 1
         sums = weighted_sum(w)

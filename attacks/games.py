@@ -49,7 +49,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 import torch
@@ -292,24 +292,37 @@ def _check_fixed_size(setup: Setup, n_records: int) -> None:
         )
 
 
+class _TrainOptions(TypedDict):
+    """The keyword arguments of :func:`attacks.dpsgd.train` that every canary kind shares."""
+
+    clip_norm: float
+    learning_rate: float
+    n_models: int
+    init: Init
+    generator: list[torch.Generator]
+    fault: Fault | None
+    device: str | None
+    keep_initial: bool
+
+
 def _train_with(setup: Setup, canaries: Canaries, present_canaries: Tensor, gens: list, *, white: bool,
                 hidden: bool = False) -> TrainResult:
     """Train len(gens) models with canary slots present as ``present_canaries`` (R, m)."""
     R = len(gens)
-    present = torch.cat([torch.ones(R, setup.data.n, dtype=torch.bool), present_canaries], dim=1)
-    common = dict(clip_norm=setup.clip_norm, learning_rate=setup.learning_rate, n_models=R, present=present,
-                  init=setup.init, generator=gens, fault=setup.fault, device=setup.device, keep_initial=hidden)
+    natural = torch.ones(R, setup.data.n, dtype=torch.bool)
+    common = _TrainOptions(clip_norm=setup.clip_norm, learning_rate=setup.learning_rate, n_models=R, init=setup.init,
+                           generator=gens, fault=setup.fault, device=setup.device, keep_initial=hidden)
     match canaries:
         case CraftedDataset(vectors=v):  # every crafted record is a gradient slot after the natural ones
-            present = torch.cat([torch.ones(R, setup.data.n, dtype=torch.bool), canaries.presence(present_canaries)],
-                                dim=1)
             return train(setup.spec, setup.model, setup.data, gradient_canaries=canaries.gradient_records(),
-                         probes=v if white else None, **{**common, "present": present})
+                         probes=v if white else None,
+                         present=torch.cat([natural, canaries.presence(present_canaries)], dim=1), **common)
         case GradientCanaries(vectors=v):
-            return train(setup.spec, setup.model, setup.data, gradient_canaries=v,
-                         probes=v if white else None, **common)
+            return train(setup.spec, setup.model, setup.data, gradient_canaries=v, probes=v if white else None,
+                         present=torch.cat([natural, present_canaries], dim=1), **common)
         case InputCanaries(x=x, y=y):
-            return train(setup.spec, setup.model, setup.data.append(x, y), **common)
+            return train(setup.spec, setup.model, setup.data.append(x, y),
+                         present=torch.cat([natural, present_canaries], dim=1), **common)
         case _:
             raise InputTypeError(f"canaries must be GradientCanaries or InputCanaries; got {type(canaries).__name__}")
 
@@ -379,7 +392,8 @@ def _play(design: Design, setup: Setup, canaries: Canaries, *, threat: Threat, s
     m = canaries.m
     # the largest neighbouring dataset: all canary slots in, or one candidate for reconstruction
     crafted = isinstance(canaries, CraftedDataset)
-    n_records = setup.data.n + (1 if design is Design.RECONSTRUCTION else canaries.records if crafted else m)
+    slots = canaries.records if isinstance(canaries, CraftedDataset) else m
+    n_records = setup.data.n + (1 if design is Design.RECONSTRUCTION else slots)
     _check_fixed_size(setup, n_records)
     if isinstance(setup.spec.sampling, Shuffle) and design is Design.RECONSTRUCTION:
         raise UnsupportedError("the reconstruction game does not support shuffled batches (its absent candidates "
@@ -390,11 +404,13 @@ def _play(design: Design, setup: Setup, canaries: Canaries, *, threat: Threat, s
     if crafted and design is not Design.MULTI_RUN:
         raise UnsupportedError("a CraftedDataset is audited by the multi-run game only")
     # chunk_size decides which runs are vectorised together, so it is part of the identity
-    extra = {"chunk_size": chunk_size, **({"n_reference": n_reference} if design is Design.RECONSTRUCTION else {})}
-    if crafted:
-        extra["crafted"] = [canaries.background, canaries.copies, canaries.alternative]
+    extra: dict[str, object] = {"chunk_size": chunk_size,
+                                **({"n_reference": n_reference} if design is Design.RECONSTRUCTION else {})}
+    if isinstance(canaries, CraftedDataset):
+        crafted_id: list[int] = [canaries.background, canaries.copies, canaries.alternative]
         if canaries.background_gradient != -1:  # appended only then: earlier identities stay as they were
-            extra["crafted"].append(canaries.background_gradient)
+            crafted_id.append(canaries.background_gradient)
+        extra["crafted"] = crafted_id
     white = isinstance(threat, WhiteBox)
     hidden = isinstance(threat, HiddenState)
     if hidden and (design is Design.RECONSTRUCTION or not isinstance(canaries, GradientCanaries)):
@@ -505,7 +521,8 @@ def _chunk_records(ctx: _ChunkContext, start: int) -> list[dict]:
     view = mia.ScoreView(
         setup.spec, ctx.n_records, m,
         observations=res.observations.transpose(1, 2) if res.observations is not None else None,
-        update_norms=res.update_norms, probes=canaries.vectors if ctx.white else None, amplitude=ctx.amplitude,
+        update_norms=res.update_norms, amplitude=ctx.amplitude,
+        probes=canaries.vectors if ctx.white and isinstance(canaries, GradientCanaries) else None,
         final_model_stats=functools.partial(_black_box_stats, setup, canaries, res),
         shadow_stats=ctx.shadow_stats, shadow_in=ctx.shadow_in,
         final_shift=_final_shift(setup, canaries, res) if ctx.hidden else None)
@@ -513,12 +530,14 @@ def _chunk_records(ctx: _ChunkContext, start: int) -> list[dict]:
     for s in ctx.scores:
         if isinstance(s, mia.LikelihoodRatio) and isinstance(canaries, CraftedDataset):
             # the crafted dataset's exact LLR (attacks.worst_case)
+            assert res.observations is not None  # a crafted dataset is audited white box: its canary is probed
             columns[mia.score_name(s)] = worst_case.llr(res.observations[..., 0], setup.spec, canaries,
                                                         clip_norm=setup.clip_norm, natural=setup.data.n)[:, None]
         else:
             columns[mia.score_name(s)] = s.compute(view)
     if design is Design.RECONSTRUCTION and not ctx.white:
         stats = _black_box_stats(setup, canaries, res, "confidence")
+        assert ctx.reference is not None  # _play trains the reference models before any black-box reconstruction chunk
         columns["reference_shift"] = recon.black_box_scores(stats, ctx.reference)
     recs = []
     for r, i in enumerate(idx):
@@ -530,6 +549,7 @@ def _chunk_records(ctx: _ChunkContext, start: int) -> list[dict]:
         else:
             rec["members"] = inc[r].tolist()
         if ctx.keep_observations:
+            assert res.observations is not None  # _play allows it for white-box gradient canaries only
             rec["observations"] = res.observations[r].T.tolist()  # (m, T)
         recs.append(rec)
     return recs

@@ -155,6 +155,17 @@ def test_black_box_lira_game(digits100):
         assert out.in_scores(k).mean() > out.out_scores(k).mean(), k
 
 
+def test_white_box_adversary_may_use_black_box_scores_on_input_canaries(digits100):
+    # a white-box view contains the black-box one: same trials (seeds depend on (seed, trial) only,
+    # input canaries are never probed), so bit-identical scores. It raised AttributeError (no probes
+    # on input canaries) until the narrowing that mypy asked for.
+    setup = games.Setup(acc.DPSGD(1.0, acc.Poisson(0.5), steps=3), models.logistic_regression(64, 10), digits100)
+    canary = canaries.mislabelled(data.digits().subset(slice(100, 200)), 1, generator=torch.Generator().manual_seed(0))
+    outs = [games.multi_run_game(setup, canary, threat=view, scores=[mia.LossScore()], n_trials=3, seed=4,
+                                 progress=False) for view in (threat.WhiteBox(), threat.BlackBox())]
+    assert torch.equal(outs[0].scores["loss"], outs[1].scores["loss"])
+
+
 def test_kept_observations_reproduce_the_scores(white_setup, tmp_path):
     setup, c = white_setup
     out = games.multi_run_game(setup, c.select([2]), n_trials=12, seed=8, run_dir=tmp_path, progress=False,
