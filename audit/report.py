@@ -44,7 +44,8 @@ _HEAD = ("audit", "design", "threat", "score", "trials", "eps_lower", "ceiling",
 _TAIL = ("lower/ceiling", "lower/tight", "eps_estimate (GDP)", "violation")
 CERTIFIABLE_SENTENCE = (
     "eps_certifiable: what the best possible attack on the tightest accountant's curve (the smallest eps at delta, "
-    "the curve the violation test uses) would certify with the same trials, confidence, delta and threshold "
+    "the curve the violation test uses; for PLD, the curve of the ordered direction (D, D') that certifies most, "
+    "since an audit reads one pair) would certify with the same trials, confidence, delta and threshold "
     "strategy (median of seeded simulations), so lower/certifiable near 1 means the attack is optimal and the "
     "accountant tight as far as this design can tell.")
 
@@ -477,8 +478,9 @@ TERMS = {
                  "(rounded down).",
     "ceiling": "the largest ε_lower this design (trials, confidence, δ) could ever certify, even for a "
                "training with no privacy at all (rounded up).",
-    "eps_certifiable": "what the best possible attack on the accountant's own curve would certify "
-                       "with the same design; lower/certifiable near 1 means the attack is optimal.",
+    "eps_certifiable": "what the best possible attack on the accountant's own curve (for PLD, the curve of "
+                       "one ordered direction (D, D′), the one that certifies most: an audit reads one pair) "
+                       "would certify with the same design; lower/certifiable near 1 means the attack is optimal.",
     "eps_tight": "the accountants' upper bounds on ε for the claimed spec (rounded up).",
     "ratios": "ε_lower divided by each: how much of the room the audit used; a low lower/tight with a ceiling "
               "below ε_tight is a limit of the design, not a loose accountant.",

@@ -369,7 +369,8 @@ def audit_scores_run(data: Any, spec: DPSGD, *, delta: float, significance: floa
 
 CERTIFIABLE_MAX_CANARIES = 100_000
 """Up to this many one-run rows ``dpaudit score`` computes ε_certifiable (21 simulated audits of m canaries per
-statistic: about 1.6 s for Steinke's and 6 s for the order statistic at m = 1e4 on one core); above, None."""
+statistic and curve: about 1.6 s for Steinke's and 6 s for the order statistic at m = 1e4 on one core, twice
+that where PLD's two ordered directions are simulated, audit.runs.certifiable_curves); above, None."""
 
 
 def audit_name(label: str) -> str:

@@ -30,7 +30,9 @@ orderings, whose curves are one direction's and its inverse; for add/remove the 
 ε_certifiable is therefore above what an optimal audit of any single direction certifies (Poisson q = 0.5,
 σ = 1, T = 10, 1,000 + 1,000 trials, 101 replicates: 2.75 against 2.62, and 2.61 for draws of the exact
 pair). :func:`certifiable_directional` reads each direction's curve
-(:func:`accountants.pld.directional_tradeoff_curves`) and keeps the largest median.
+(:func:`accountants.pld.directional_tradeoff_curves`; :func:`directional_curves` caches them per spec) and keeps
+the largest median. Every audit's ``epsilon_certifiable`` is read this way wherever PLD is the tightest method
+(:func:`audit.runs.certifiable_curves`; one-run canaries see one ordered pair too), else on the symmetric curve.
 
 An audit's ε_lower fluctuates around ε_certifiable by sampling noise (the test in
 ``tests/audit/test_tightness_poisson.py`` sees replicates within about ±25 % at 500 trials per
@@ -47,22 +49,26 @@ Bound: none. ε_certifiable is a benchmark for a ratio, never a privacy statemen
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Mapping
+import types
+from collections.abc import Callable, Mapping
 
 import numpy as np
 import torch
 
 from accountants import validate as check
-from accountants.errors import InputError, InputTypeError
+from accountants.errors import InputError, InputTypeError, UnsupportedError
+from accountants.events import DPSGD
+from accountants.pld import directional_tradeoff_curves
 from accountants.tradeoff import TradeOff
 
 from . import statistics
 from .statistics import ThresholdStrategy
 
-__all__ = ["ONE_RUN_STATISTICS", "canonical_llr", "canonical_scores", "certifiable_directional",
+__all__ = ["ONE_RUN_STATISTICS", "best_direction", "canonical_llr", "canonical_scores", "certifiable_directional",
            "certifiable_epsilon_on_curve", "certifiable_one_run_replicates", "certifiable_ratio",
-           "certifiable_replicates"]
+           "certifiable_replicates", "directional_curves"]
 
 
 def _quantile_function(curve: TradeOff, points: int = 4001) -> tuple[np.ndarray, np.ndarray]:
@@ -204,16 +210,38 @@ def certifiable_directional(curves: Mapping[str, TradeOff], n_in: int, n_out: in
     direction, and 2.61 for draws of the exact pair; docs/worst-case.md). Each direction's replicates use
     the same seed; the largest median wins (ties: the first). Bound: none.
     """
+    return best_direction(curves, lambda curve: certifiable_replicates(
+        curve, n_in, n_out, delta=delta, significance=significance, strategy=strategy, interval=interval,
+        replicates=replicates, seed=seed))
+
+
+def best_direction(curves: Mapping[str, TradeOff],
+                   replicates: Callable[[TradeOff], np.ndarray]) -> tuple[str, np.ndarray]:
+    """The direction of ``curves`` whose sorted ``replicates(curve)`` have the largest median (ties: the first).
+
+    The one choice of :func:`certifiable_directional`, for any design's replicates (multi-run or one-run).
+    """
     if not curves:
         raise InputError("curves must hold at least one direction")
     best: tuple[str, np.ndarray] | None = None
     for name, curve in curves.items():
-        reps = certifiable_replicates(curve, n_in, n_out, delta=delta, significance=significance, strategy=strategy,
-                                      interval=interval, replicates=replicates, seed=seed)
+        reps = replicates(curve)
         if best is None or np.median(reps) > np.median(best[1]):
             best = (name, reps)
     assert best is not None
     return best
+
+
+@functools.lru_cache(maxsize=8)
+def directional_curves(spec: DPSGD) -> Mapping[str, TradeOff] | None:
+    """:func:`accountants.pld.directional_tradeoff_curves` of ``spec``, or None where PLD does not cover it.
+
+    Cached (one PLD per direction, about 0.1–0.3 s each): the default run audits one spec twice. Bound: lower.
+    """
+    try:
+        return types.MappingProxyType(directional_tradeoff_curves(spec))  # read-only: the cache shares it
+    except UnsupportedError:
+        return None
 
 
 def certifiable_ratio(epsilon_lower: float | None, epsilon_certifiable: float | None) -> float | None:

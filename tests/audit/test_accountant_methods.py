@@ -121,7 +121,8 @@ def test_a_third_method_fills_every_column_and_the_tightest_drives_the_tests(tmp
         (r.epsilon_tight, r.epsilon_tight_lower, r.epsilon_rdp, r.epsilon_lower)
     assert r0.steps_curve.epsilon_tight == r.steps_curve.epsilon_tight
     assert r0.steps_curve.epsilon_rdp == r.steps_curve.epsilon_rdp
-    assert r0.certifiable_curve == "pld" and r0.violation.against == "pld curve of the spec"
+    # PLD tightest: ε_certifiable per ordered direction (audit.runs.certifiable_curves); another method: its curve
+    assert r0.certifiable_curve == "pld, direction remove" and r0.violation.against == "pld curve of the spec"
 
 
 def test_an_under_reporting_method_is_the_tightest_and_is_caught(monkeypatch):
@@ -144,7 +145,7 @@ def test_an_under_reporting_method_is_the_tightest_and_is_caught(monkeypatch):
     assert a.epsilon_tight == r0.audits[0].epsilon_tight and a.epsilon_lower == r0.audits[0].epsilon_lower
     # one run: the ε test and ε_certifiable move to the under-reported curve (0.1-GDP certifies far less)
     b, b0 = one.audits[0], one0.audits[0]
-    assert (b.certifiable_curve, b0.certifiable_curve) == ("under", "pld")
+    assert (b.certifiable_curve, b0.certifiable_curve) == ("under", "pld, direction remove")
     assert b.epsilon_certifiable < b0.epsilon_certifiable
     assert b.violation.violated and not b0.violation.violated  # Steinke's ε_lower 1.34 > 0.3407, < PLD's 4.378
     assert b.violation.against.startswith(f"accountant epsilon {report._up(b.epsilon_upper.value, 4)} ")
