@@ -58,9 +58,9 @@ black-box result from ``sequential``'s JSONL.
 ``conformance`` runs the white-box default's third audit (issue 25, audit/conformance.py): the
 dead_feature canary on the audit's own smaller dataset (``conformance.natural_records``: 40 records at
 q = 0.5; ``conformance_record.copied_records``: 31 copies of record 0 and one record of each other class),
-its ε audit and nine premise tests at the default's levels, on every trainer of the zoo (14 bugs, 5
-correct trainers: hand-written, Opacus, momentum with and without ``audit.record_update``, a seeded
-random start).
+its ε audit and its premise tests at the default's levels, on every trainer of the zoo (14 bugs, 7
+correct trainers: hand-written, Opacus, momentum and Adam each with and without ``audit.record_update``,
+a seeded random start).
 """
 
 from __future__ import annotations
