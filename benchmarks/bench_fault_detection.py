@@ -58,9 +58,9 @@ black-box result from ``sequential``'s JSONL.
 ``conformance`` runs the white-box default's third audit (issue 25, audit/conformance.py): the
 dead_feature canary on the audit's own smaller dataset (``conformance.natural_records``: 40 records at
 q = 0.5; ``conformance_record.copied_records``: 31 copies of record 0 and one record of each other class),
-its ε audit and nine premise tests at the default's levels, on every trainer of the zoo (14 bugs, 5
-correct trainers: hand-written, Opacus, momentum with and without ``audit.record_update``, a seeded
-random start).
+its ε audit and its premise tests at the default's levels, on every trainer of the zoo (14 bugs, 7
+correct trainers: hand-written, Opacus, momentum and Adam each with and without ``audit.record_update``,
+a seeded random start).
 """
 
 from __future__ import annotations
@@ -114,10 +114,15 @@ BUGS = {
     # correct trainers with state
     "momentum_correct": "correct DP-SGD with heavy-ball momentum 0.9; records its privatised gradient",
     "momentum_norecord": "correct DP-SGD with heavy-ball momentum 0.9; does not call audit.record_update",
+    "adam_correct": "correct DP-Adam (Adam, lr 0.05, betas 0.9/0.999, eps 1e-8, on the privatised gradient); records "
+                    "its privatised gradient",
+    "adam_norecord": "correct DP-Adam (as adam_correct); does not call audit.record_update",
     # a correct trainer with a random start (θ_0 differs per trial: the step-1 directions do too)
     "random_init_correct": "correct DP-SGD from a seeded random start N(0, 0.1²) per parameter",
 }
-CORRECT = ("correct", "opacus_correct", "momentum_correct", "momentum_norecord", "random_init_correct")
+CORRECT = ("correct", "opacus_correct", "momentum_correct", "momentum_norecord", "adam_correct", "adam_norecord",
+           "random_init_correct")
+ADAM_LR, ADAM_BETAS, ADAM_EPS = 0.05, (0.9, 0.999), 1e-8
 
 
 class Trainer:
@@ -140,6 +145,7 @@ class Trainer:
         if audit is not None:
             audit.record([w, b])
         reused = mask0 = order = vel = None
+        adam = _Adam(ADAM_LR, ADAM_BETAS, ADAM_EPS) if bug.startswith("adam") else None
         q, bsz = Q, B
         if bug == "opacus_rate":  # PrivacyEngine.make_private: q = 1/len(loader), expected batch int(N q)
             q = 1.0 / math.ceil(n / B)
@@ -205,6 +211,10 @@ class Trainer:
                 vel = [v / bsz for v in noisy] if vel is None else [0.9 * m + v / bsz for m, v in
                                                                     zip(vel, noisy, strict=True)]
                 upd = vel
+            elif adam is not None:  # Adam on the privatised gradient (post-processing); its step is upd, lr included
+                if audit is not None and bug == "adam_correct":
+                    audit.record_update(noisy)
+                upd = [u / LR for u in adam.step([v / bsz for v in noisy])]
             else:
                 upd = [v / bsz for v in noisy]
             w = w - LR * upd[0]
@@ -215,6 +225,26 @@ class Trainer:
             model.weight.copy_(w)
             model.bias.copy_(b)
         return model
+
+
+class _Adam:
+    """Adam (Kingma & Ba 2015, Algorithm 1) as torch.optim.Adam computes it, on a list of gradients: returns the step
+    lr·m̂_t/(√v̂_t + ε) (bias-corrected moments), to be subtracted from the parameters."""
+
+    def __init__(self, lr: float, betas: tuple[float, float], eps: float) -> None:
+        self.lr, self.betas, self.eps, self.t = lr, betas, eps, 0
+        self.m: list[torch.Tensor] | None = None
+        self.v: list[torch.Tensor] | None = None
+
+    def step(self, grads: list[torch.Tensor]) -> list[torch.Tensor]:
+        b1, b2 = self.betas
+        self.t += 1
+        if self.m is None or self.v is None:
+            self.m, self.v = [torch.zeros_like(g) for g in grads], [torch.zeros_like(g) for g in grads]
+        self.m = [b1 * m + (1 - b1) * g for m, g in zip(self.m, grads, strict=True)]
+        self.v = [b2 * v + (1 - b2) * g * g for v, g in zip(self.v, grads, strict=True)]
+        c1, c2 = 1 - b1 ** self.t, 1 - b2 ** self.t
+        return [self.lr * (m / c1) / ((v / c2).sqrt() + self.eps) for m, v in zip(self.m, self.v, strict=True)]
 
 
 class _Diagnostic:
