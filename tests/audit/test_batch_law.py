@@ -19,6 +19,7 @@ from attacks import conformance_record, data, plugin
 from audit import conformance, runs
 
 from .conformance_sim import records
+from .trainer_parts import linear_model
 
 SPEC = acc.DPSGD(3.0, acc.Poisson(0.5), 10)
 N_NATURAL = 40
@@ -161,11 +162,7 @@ def _trainer(shuffled: bool):
                      for gi in grads]
             w, b = w - 0.5 * noisy[0] / 20, b - 0.5 * noisy[1] / 20
             audit.record([w, b])
-        m = torch.nn.Linear(x.shape[1], 10)
-        with torch.no_grad():
-            m.weight.copy_(w)
-            m.bias.copy_(b)
-        return m
+        return linear_model(w, b)
     return train
 
 

@@ -22,6 +22,7 @@ from attacks import conformance_record, data, plugin
 from audit import cli, config, conformance, model
 
 from .conformance_sim import probe_records, records
+from .trainer_parts import linear_model
 
 SPEC = acc.DPSGD(3.0, acc.Poisson(0.5), 10)
 
@@ -156,11 +157,7 @@ def _trainer(noise_scale: float, rescale: bool = False, adam: str | None = None)
                 opt.step()
             if audit is not None:
                 audit.record([w, b])
-        m = torch.nn.Linear(x.shape[1], 10)
-        with torch.no_grad():
-            m.weight.copy_(w)
-            m.bias.copy_(b)
-        return m
+        return linear_model(w, b)
     return train
 
 
@@ -372,11 +369,7 @@ def _hook_trainer(bug: str = "", steps: int = 4):
             w, b = w - 0.5 * noisy[0] / 50, b - 0.5 * noisy[1] / 50
             if audit is not None:
                 audit.record([w, b])
-        m = torch.nn.Linear(x.shape[1], 10)
-        with torch.no_grad():
-            m.weight.copy_(w)
-            m.bias.copy_(b)
-        return m
+        return linear_model(w, b)
     return train
 
 

@@ -20,6 +20,8 @@ from attacks import conformance_record, data, plugin, replay
 from audit import conformance
 from audit import replay as audit_replay
 
+from .trainer_parts import linear_model
+
 SIGMA = 1.0
 SPEC = acc.DPSGD(SIGMA, acc.Poisson(0.5), 3)
 
@@ -114,11 +116,7 @@ def _trainer(bug: str = "", steps: int = 3):
                 w, b = w - 0.5 * noisy[0] / 20, b - 0.5 * noisy[1] / 20
             if audit is not None:
                 audit.record([w, b])
-        m = torch.nn.Linear(x.shape[1], 10)
-        with torch.no_grad():
-            m.weight.copy_(w)
-            m.bias.copy_(b)
-        return m
+        return linear_model(w, b)
     return train
 
 
