@@ -273,14 +273,24 @@ def _gauss_curve(alpha):
 @given(n=hs.one_of(counts, junk), first=hs.one_of(counts, junk), growth=hs.one_of(reals, junk),
        k=hs.one_of(counts, junk), s=hs.one_of(unit, junk), share=hs.one_of(unit, junk))
 def test_sequential_schedule(n, first, growth, k, s, share):
-    """The looks are increasing and end at the ceiling; the levels are positive and sum to α (audit/statistics/
-    sequential.py: the α-spending that makes the test valid at any stopping time)."""
+    """The looks are increasing and end at the ceiling; the levels sum to α, the last is positive and the earlier
+    ones are positive unless ``final_share`` = 1 spends everything at the ceiling, where they are exactly 0
+    (audit/statistics/sequential.py: the α-spending that makes the test valid at any stopping time)."""
     looks = _call(st.look_schedule, n, first, growth)
     if looks is not None:
         assert list(looks) == sorted(set(looks)) and looks[-1] == n and len(looks) <= 2000
     levels = _call(st.look_levels, k, s, share)
     if levels is not None:
-        assert len(levels) == k and all(x > 0 for x in levels) and math.isclose(sum(levels), s, rel_tol=1e-9)
+        assert len(levels) == k and levels[-1] > 0 and math.isclose(sum(levels), s, rel_tol=1e-9)
+        assert all(x == 0 for x in levels[:-1]) if share == 1 else all(x > 0 for x in levels)
+
+
+def test_look_levels_spend_everything_at_the_ceiling_when_final_share_is_one():
+    """Hypothesis 6.155.2 found k = 2, α = 0.05, share = 1 in CI: the earlier looks get exactly 0 (documented),
+    the ceiling the whole α; a share just below 1 leaves them a positive sliver."""
+    assert st.look_levels(2, 0.05, 1.0) == (0.0, 0.05)
+    early, last = st.look_levels(2, 0.05, 0.99)
+    assert early == pytest.approx(5e-4, rel=1e-12) and last == pytest.approx(0.0495, rel=1e-12)
 
 
 @FUZZ
