@@ -268,8 +268,9 @@ def one_run_order_theta_lower(null: OrderNull, m: int, guesses: int, errors: int
     1e-6 (1 + θ); returns the rejected end, so the rounding is downward.
     """
     s = _significance(significance)
-    # the Riemann sum is at least 1/K and at most 1/K high: K ≥ 16/s keeps both below s/16 (K ≤ 2^20)
-    cells = int(min(2 ** 20, max(_CELLS, 2 ** math.ceil(math.log2(16.0 / s)))))
+    # the Riemann sum is at least 1/K and at most 1/K high: K ≥ 16/s keeps both below s/16 (K ≤ 2^20);
+    # log2(16) − log2(s), not log2(16/s), which overflows for a subnormal s
+    cells = int(min(2 ** 20, max(_CELLS, 2 ** math.ceil(4.0 - math.log2(s)))))
 
     def reject(t: float) -> bool:
         return one_run_order_p_value(null, t, m, guesses, errors, cells=cells) < s

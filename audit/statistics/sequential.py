@@ -88,6 +88,9 @@ FUTILITY_Z = 0.25
 FINAL_SHARE = 0.5
 """The share of α spent at the ceiling look (:func:`look_levels`); the earlier looks share the rest equally."""
 
+MAX_LOOKS = 10_000
+"""The most looks :func:`look_levels` splits α over (a schedule at growth 1.01 from 2 to 10¹⁸ trials has ~4,000)."""
+
 STOPS = ("violation", "futility", "ceiling", "time_budget", "continue")
 """Why a sequential audit stopped ("continue": the trials given end before the next look decides)."""
 
@@ -119,7 +122,7 @@ def look_levels(n_looks: int, significance: float, final_share: float = FINAL_SH
     """α_k of each look, Σ α_k = ``significance``: ``final_share``·α at the last, the rest equally before it.
 
     Args:
-        n_looks: K ≥ 1.
+        n_looks: K in [1, MAX_LOOKS].
         significance: α ∈ (0, 1).
         final_share: in (0, 1]; 1 spends everything at the ceiling (the earlier looks then only stop for futility).
     """
@@ -128,10 +131,18 @@ def look_levels(n_looks: int, significance: float, final_share: float = FINAL_SH
         raise InputError(f"n_looks must be an integer ≥ 1; got {n_looks!r}")
     if isinstance(final_share, bool) or not isinstance(final_share, (int, float)) or not 0.0 < final_share <= 1.0:
         raise InputError(f"final_share must be a number in (0, 1]; got {final_share!r}")
+    if n_looks > MAX_LOOKS:
+        raise InputError(f"n_looks must be at most {MAX_LOOKS} (look_schedule's cap); got {n_looks!r}")
     if n_looks == 1:
         return (s,)
-    early = s * (1.0 - final_share) / (n_looks - 1)
-    return (*([early] * (n_looks - 1)), s - early * (n_looks - 1))
+    last = s * final_share
+    early = (s - last) / (n_looks - 1)
+    if last == 0.0 or (final_share < 1.0 and early == 0.0):
+        raise InputError(f"significance × final_share = {s!r} × {final_share!r} leaves a look a level that "
+                         "underflows to 0; use a larger significance or a final_share further from 0 and 1")
+    while early * (n_looks - 1) + last > s:  # round down: the levels never spend more than significance
+        early = math.nextafter(early, 0.0)
+    return (*([early] * (n_looks - 1)), last)
 
 
 def _rates_hi(fp: np.ndarray, fn: np.ndarray, n_in: int, n_out: int, level: float, h: int) -> tuple[np.ndarray, ...]:

@@ -319,3 +319,18 @@ def test_every_public_function_is_fuzzed():
               "look_schedule", "look_levels", "box_margin", "futile", "sequential_test"}
     public = {n for n in st.__all__ if callable(getattr(st, n)) and n[0].islower()}
     assert public == fuzzed
+
+
+def test_random_hypothesis_finds_are_input_errors_or_answers():
+    """Cases random (non-derandomised) Hypothesis runs found on 2026-11-28: 10¹⁸ looks (a MemoryError), a
+    final_share of 6.7e-173 (the last level rounded to 0) or 5e-324 (it underflows), and a subnormal significance
+    in the order statistic (log2(16/s) overflowed). Each now gives an input error or a valid answer."""
+    with pytest.raises(InputError, match="n_looks must be at most"):
+        st.look_levels(10 ** 18, 0.05, 0.05)
+    early, last = st.look_levels(2, 0.05, 6.7e-173)
+    assert last == 0.05 * 6.7e-173 > 0 and 0 < early <= 0.05 and early + last <= 0.05
+    with pytest.raises(InputError, match="final_share"):
+        st.look_levels(2, 0.05, 5e-324)
+    assert all(sum(st.look_levels(k, s, f)) <= s for k in (2, 3, 7, 14, 9999) for s in (0.05, 1e-3, 0.3)
+               for f in (0.5, 0.1, 0.999))
+    assert st.one_run_order_theta_lower(st.GaussianNull(), 0, 0, 0, 2.2250738585e-313) == 0.0
