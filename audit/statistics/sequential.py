@@ -51,6 +51,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from fractions import Fraction
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -140,7 +141,7 @@ def look_levels(n_looks: int, significance: float, final_share: float = FINAL_SH
     if last == 0.0 or (final_share < 1.0 and early == 0.0):
         raise InputError(f"significance × final_share = {s!r} × {final_share!r} leaves a look a level that "
                          "underflows to 0; use a larger significance or a final_share further from 0 and 1")
-    while early * (n_looks - 1) + last > s:  # round down: the levels never spend more than significance
+    while Fraction(early) * (n_looks - 1) + Fraction(last) > Fraction(s):  # exact: never spend more than α
         early = math.nextafter(early, 0.0)
     return (*([early] * (n_looks - 1)), last)
 
