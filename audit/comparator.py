@@ -263,8 +263,10 @@ class OneRunStatisticResult:
     """One one-run statistic's result, as the report lists it (which statistic certified what).
 
     Attributes:
-        name: "steinke" (Steinke et al. 2023), "order" (Xiang et al. 2025, (ε, δ) form), "fdp_gdp"
-            (Mahloujifar et al. 2024) or "order_gdp" (Xiang et al., μ-GDP form); the two GDP ones bound μ.
+        name: "steinke" (Steinke et al. 2023), "order" (Xiang et al. 2025, (ε, δ) form), "scores" (threshold
+            boxes on the scores, :func:`audit.statistics.epsilon_one_run_scores`), "fdp_gdp" (Mahloujifar et al.
+            2024), "order_gdp" (Xiang et al., μ-GDP form) or "scores_gdp" (the boxes' μ-GDP form); the three GDP
+            ones bound μ.
         result: its bound (an ε lower bound, or a GDP μ lower bound that never enters ε_lower).
         in_epsilon_lower: whether it entered the audit's ε_lower (the max over the entered ones).
         assumption: what its soundness assumes beyond the one-run game ("" for nothing).
@@ -353,34 +355,33 @@ def compare_one_run(scores, truth, spec: DPSGD, *, delta: float, significance: f
     """One-run audit (m canaries, one training run each): Steinke et al. bound, f-DP GDP bound, and the ε test.
 
     The violation test here is ε_lower > the tightest accountant ε (a sound lower bound above a sound upper bound);
-    confidence boxes do not apply to the canaries of one run. The f-DP result
-    (:func:`audit.statistics.gdp_lower_bound_one_run`) bounds the GDP μ; it is kept as ``gdp_lower``
-    and never enters ε_lower or a violation test.
+    no confidence boxes are drawn (the canaries of one run are independent trials only if they do not interact).
+    The f-DP result (:func:`audit.statistics.gdp_lower_bound_one_run`) bounds the GDP μ; it is kept as
+    ``gdp_lower`` and never enters ε_lower or a violation test (nor do the other GDP forms listed beside it).
 
     With ``independent_canaries`` (the caller vouches that the canaries do not interact, e.g. white-box Dirac
-    gradient canaries on distinct quiet coordinates under Poisson sampling), Xiang et al.'s order-statistics
-    bound (:func:`audit.statistics.epsilon_one_run_order`) enters too: ε_lower is the larger of Steinke's and
-    it, each computed at s / 2 (the union bound for taking the max). Without it the order statistic is still
-    listed in ``one_run_statistics`` at s, marked as outside ε_lower (its assumption is not vouched for).
+    gradient canaries on distinct quiet coordinates under Poisson sampling), the statistics that assume it enter
+    too: Xiang et al.'s order-statistics bound (:func:`audit.statistics.epsilon_one_run_order`) and the
+    continuous-score bound (:func:`audit.statistics.epsilon_one_run_scores`). ε_lower is the largest of the
+    :data:`ONE_RUN_EPSILON_STATISTICS` (Steinke's and these two), each computed at s / 3 (the union bound for
+    taking the max). Without it they are still listed in ``one_run_statistics`` at s, marked as outside ε_lower
+    (their assumption is not vouched for).
     """
     curves = analytical_curves(spec, delta) if curves is None else curves
-    k = 2 if independent_canaries else 1
-    steinke = statistics.epsilon_one_run(scores, truth, delta=delta, significance=significance / k)
-    order = statistics.epsilon_one_run_order(scores, truth, delta=delta, significance=significance / k)
-    lb = max((steinke, order), key=lambda b: b.value) if independent_canaries else steinke
-    gdp = statistics.gdp_lower_bound_one_run(scores, truth, delta=delta, significance=significance) if delta > 0 \
-        else None
+    eps_stats = _one_run_epsilon_statistics(scores, truth, delta, significance, independent_canaries)
+    lb = max((x.result for x in eps_stats if x.in_epsilon_lower and isinstance(x.result, EpsilonLowerBound)),
+             key=lambda b: b.value)
+    gdp_stats = _one_run_gdp_statistics(scores, truth, delta, significance)
+    gdp = gdp_stats[0].result if gdp_stats else None  # Mahloujifar et al.'s, assumption-free beyond GDP shape
+    assert gdp is None or isinstance(gdp, GdpLowerBound)
+    stats = [*eps_stats, *gdp_stats]
     m = lb.n_in + lb.n_out
-    stats = [OneRunStatisticResult("steinke", steinke, True),
-             OneRunStatisticResult("order", order, independent_canaries, ONE_RUN_INDEPENDENCE)]
-    if gdp is not None:
-        stats.append(OneRunStatisticResult("fdp_gdp", gdp, False, "a GDP-shaped mechanism (refutes a GDP curve)"))
-        order_gdp = statistics.gdp_lower_bound_one_run_order(scores, truth, delta=delta, significance=significance)
-        stats.append(OneRunStatisticResult("order_gdp", order_gdp, False,
-                                           f"{ONE_RUN_INDEPENDENCE}; a GDP-shaped mechanism (refutes a GDP curve)"))
-    ceiling = statistics.ceiling_one_run(m, delta=delta, significance=significance / k)
-    if independent_canaries:  # ε_lower may come from either statistic: the design's ceiling is the larger one
-        ceiling = max(ceiling, statistics.ceiling_one_run_order(m, delta=delta, significance=significance / k))
+    sig = significance / len(ONE_RUN_EPSILON_STATISTICS) if independent_canaries else significance
+    ceiling = statistics.ceiling_one_run(m, delta=delta, significance=sig)
+    if independent_canaries:  # ε_lower may come from any statistic: the design's ceiling is the largest one
+        ceiling = max(ceiling, statistics.ceiling_one_run_order(m, delta=delta, significance=sig))
+        if lb.n_in and lb.n_out:
+            ceiling = max(ceiling, statistics.ceiling(lb.n_in, lb.n_out, delta=delta, significance=sig))
     cmp = MembershipComparison(lb, ceiling, curves, gdp_lower=gdp, one_run_statistics=tuple(stats))
     e = curves.epsilon_best
     if e is not None:
@@ -388,6 +389,42 @@ def compare_one_run(scores, truth, spec: DPSGD, *, delta: float, significance: f
         cmp.violations.append(Violation(violated, f"accountant epsilon {fmt.upper(e, 4)} (one-run "
                                         f"epsilon_lower {fmt.lower(lb.value, 4)})", 1 - significance, lb.value - e))
     return cmp
+
+
+ONE_RUN_EPSILON_STATISTICS = ("steinke", "order", "scores")
+"""The one-run (ε, δ) statistics :func:`compare_one_run` computes, in order; with ``independent_canaries`` each
+enters ε_lower at s / 3 (fixed before the audit: the union bound over the max)."""
+
+
+def _one_run_epsilon_statistics(scores, truth, delta: float, significance: float,
+                                independent: bool) -> list[OneRunStatisticResult]:
+    """Steinke's bound (always in ε_lower) and the two that assume non-interacting canaries (in only if vouched)."""
+    s = significance / len(ONE_RUN_EPSILON_STATISTICS) if independent else significance
+    steinke = statistics.epsilon_one_run(scores, truth, delta=delta, significance=s)
+    order = statistics.epsilon_one_run_order(scores, truth, delta=delta, significance=s)
+    out = [OneRunStatisticResult("steinke", steinke, True),
+           OneRunStatisticResult("order", order, independent, ONE_RUN_INDEPENDENCE)]
+    if steinke.n_in and steinke.n_out:  # the score boxes need canaries on both sides
+        sc = statistics.epsilon_one_run_scores(scores, truth, delta=delta, significance=s)
+        out.append(OneRunStatisticResult("scores", sc, independent, statistics.ONE_RUN_SCORES_ASSUMPTION))
+    return out
+
+
+def _one_run_gdp_statistics(scores, truth, delta: float, significance: float) -> list[OneRunStatisticResult]:
+    """The GDP μ bounds (never in ε_lower), each at s: f-DP (Mahloujifar et al.), order and score forms."""
+    if delta <= 0:
+        return []
+    shape = "a GDP-shaped mechanism (refutes a GDP curve)"
+    out = [OneRunStatisticResult("fdp_gdp", statistics.gdp_lower_bound_one_run(
+               scores, truth, delta=delta, significance=significance), False, shape),
+           OneRunStatisticResult("order_gdp", statistics.gdp_lower_bound_one_run_order(
+               scores, truth, delta=delta, significance=significance), False, f"{ONE_RUN_INDEPENDENCE}; {shape}")]
+    n_in = out[0].result.n_in
+    if n_in and out[0].result.n_out:
+        out.append(OneRunStatisticResult("scores_gdp", statistics.gdp_lower_bound_one_run_scores(
+            scores, truth, delta=delta, significance=significance), False,
+            f"{statistics.ONE_RUN_SCORES_ASSUMPTION}; {shape}"))
+    return out
 
 
 @dataclass(frozen=True)

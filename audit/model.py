@@ -285,8 +285,9 @@ class OneRunStatistic:
     """One statistic of a one-run audit: which statistic certified what.
 
     Attributes:
-        name: "steinke" (Steinke et al. 2023), "order" (Xiang et al. 2025, (ε, δ) form), "fdp_gdp"
-            (Mahloujifar et al. 2024, a GDP μ bound) or "order_gdp" (Xiang et al., μ-GDP form, a GDP μ bound).
+        name: "steinke" (Steinke et al. 2023), "order" (Xiang et al. 2025, (ε, δ) form), "scores" (threshold
+            boxes on the scores), "fdp_gdp" (Mahloujifar et al. 2024, a GDP μ bound), "order_gdp" (Xiang et al.,
+            μ-GDP form, a GDP μ bound) or "scores_gdp" (the boxes' μ-GDP form, a GDP μ bound).
         bound: "lower" (an ε lower bound) or "gdp_mu_lower" (a lower bound on the GDP μ, never an ε_lower).
         value: the bound (ε for "lower", μ for "gdp_mu_lower").
         epsilon: ε at δ: the bound itself, or the ε of the refuted GDP curve.

@@ -302,10 +302,11 @@ def audit_scores_run(data: Any, spec: DPSGD, *, delta: float, significance: floa
             Steinke et al. 2023 bound, violation when ε_lower exceeds the accountant's ε).
         independent_canaries: one-run only: the caller vouches that the canaries do not interact (each
             canary's view independent of the others' bits, e.g. Dirac gradient canaries on distinct coordinates
-            that no natural record touches, in a trainer known to be plain DP-SGD). ε_lower is then the larger
-            of Steinke's bound and Xiang et al.'s order statistic, each at significance/2 (Bonferroni); without
-            it, Steinke's bound at the full significance (the best bound sound for any canaries) and the
-            order statistic is reported, not used.
+            that no natural record touches, in a trainer known to be plain DP-SGD). ε_lower is then the largest
+            of Steinke's bound, Xiang et al.'s order statistic and the score boxes
+            (:func:`audit.statistics.epsilon_one_run_scores`), each at significance/3 (Bonferroni); without it,
+            Steinke's bound at the full significance (the best bound sound for any canaries) and the other two
+            are reported, not used.
         claim_epsilon: also decide the claim (ε, δ) as ``dpaudit check`` does (None: no claim).
         out: write result.json, report.md, report.html and figures/ there.
         name: the audit's name in the report (default: the file name).

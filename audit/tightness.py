@@ -66,9 +66,9 @@ from accountants.tradeoff import TradeOff
 from . import statistics
 from .statistics import ThresholdStrategy
 
-__all__ = ["ONE_RUN_STATISTICS", "best_direction", "canonical_llr", "canonical_scores", "certifiable_directional",
-           "certifiable_epsilon_on_curve", "certifiable_one_run_replicates", "certifiable_ratio",
-           "certifiable_replicates", "directional_curves"]
+__all__ = ["ONE_RUN_METHOD_STATISTIC", "ONE_RUN_STATISTICS", "best_direction", "canonical_llr", "canonical_scores",
+           "certifiable_directional", "certifiable_epsilon_on_curve", "certifiable_one_run_replicates",
+           "certifiable_ratio", "certifiable_replicates", "directional_curves"]
 
 
 def _quantile_function(curve: TradeOff, points: int = 4001) -> tuple[np.ndarray, np.ndarray]:
@@ -117,10 +117,15 @@ def certifiable_replicates(curve: TradeOff, n_in: int, n_out: int, *, delta: flo
     return np.sort(np.asarray(out, dtype=np.float64))
 
 
-ONE_RUN_STATISTICS = ("steinke", "order")
+ONE_RUN_STATISTICS = ("steinke", "order", "scores")
 """One-run ε statistics :func:`certifiable_one_run_replicates` can replay: Steinke et al. 2023
-(:func:`audit.statistics.epsilon_one_run`) and Xiang et al. 2025's (ε, δ) form
-(:func:`audit.statistics.epsilon_one_run_order`)."""
+(:func:`audit.statistics.epsilon_one_run`), Xiang et al. 2025's (ε, δ) form
+(:func:`audit.statistics.epsilon_one_run_order`) and the threshold boxes on the scores
+(:func:`audit.statistics.epsilon_one_run_scores`)."""
+
+ONE_RUN_METHOD_STATISTIC = {"one_run": "steinke", "one_run_order": "order", "one_run_scores": "scores"}
+"""The :data:`ONE_RUN_STATISTICS` name of each one-run :class:`audit.statistics.EpsilonLowerBound` ``method``:
+which statistic to replay for the ε_certifiable of the bound behind an audit's ε_lower."""
 
 
 def canonical_llr(curve: TradeOff, scores: np.ndarray, *,
@@ -154,7 +159,9 @@ def certifiable_one_run_replicates(curve: TradeOff, m: int, *, delta: float, sig
     draws the memberships, then the scores, and runs the ``statistic`` (:data:`ONE_RUN_STATISTICS`):
     "steinke" runs :func:`audit.statistics.epsilon_one_run` on the scores; "order" runs
     :func:`audit.statistics.epsilon_one_run_order` on their log likelihood ratios (:func:`canonical_llr`,
-    centre 0: the optimal two-sided decoder of Xiang et al. 2025). For canaries that interact (input
+    centre 0: the optimal two-sided decoder of Xiang et al. 2025); "scores" runs
+    :func:`audit.statistics.epsilon_one_run_scores` on the scores (0 in a replicate whose canaries all fell on one
+    side: the boxes need both). For canaries that interact (input
     canaries, fixed-size batches) this is still the benchmark of "independent copies of the accountant's
     pair", not a property of that design. The same seed draws the same memberships and scores for every
     statistic. Bound: none.
@@ -172,13 +179,21 @@ def certifiable_one_run_replicates(curve: TradeOff, m: int, *, delta: float, sig
         xin, xout = canonical_scores(curve, max(n_in, 1), max(int(m) - n_in, 1), rng=rng, _table=table)
         scores = np.empty(int(m))
         scores[truth], scores[~truth] = xin[:n_in], xout[: int(m) - n_in]
-        if statistic == "order":
-            b = statistics.epsilon_one_run_order(canonical_llr(curve, scores, _table=table), truth, delta=delta,
-                                                 significance=significance, center=0.0)
-        else:
-            b = statistics.epsilon_one_run(scores, truth, delta=delta, significance=significance)
-        out.append(b.value)
+        out.append(_one_run_statistic(statistic, curve, scores, truth, delta, significance, table))
     return np.sort(np.asarray(out, dtype=np.float64))
+
+
+def _one_run_statistic(statistic: str, curve: TradeOff, scores: np.ndarray, truth: np.ndarray, delta: float,
+                       significance: float, table: tuple[np.ndarray, np.ndarray]) -> float:
+    """One replicate's ε lower bound by the named :data:`ONE_RUN_STATISTICS` entry."""
+    if statistic == "order":
+        return statistics.epsilon_one_run_order(canonical_llr(curve, scores, _table=table), truth, delta=delta,
+                                                significance=significance, center=0.0).value
+    if statistic == "scores":
+        if truth.all() or not truth.any():
+            return 0.0
+        return statistics.epsilon_one_run_scores(scores, truth, delta=delta, significance=significance).value
+    return statistics.epsilon_one_run(scores, truth, delta=delta, significance=significance).value
 
 
 def certifiable_epsilon_on_curve(curve: TradeOff, n_in: int, n_out: int, *, delta: float,

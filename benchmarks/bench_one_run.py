@@ -27,11 +27,19 @@ Then null coverage by brute force (independent canaries, seeded): the frequency 
 default guess grid (audit.statistics.one_run_order_guess_grid, paid by Bonferroni) exceeds the truth, with a
 Clopper–Pearson 95 % interval: the μ-GDP form on Gaussian outcomes and the (ε, δ) form on Laplace outcomes.
 
+Then the continuous-score statistic (audit.statistics.epsilon_one_run_scores: the multi-run threshold boxes on one
+run's scores; gdp_lower_bound_one_run_scores, its μ-GDP form) beside the guesses-only statistics ON THE SAME DRAWS:
+the 5 mechanisms at n ∈ {1e3, 1e4}, continuous scores (in: N(μ, 1), with probability q for SGM; out: N(0, 1)),
+every statistic with its default pre-registered grid at significance 0.05, mean ε_lower / ε_true over seeded draws.
+Columns: scores(ε,δ), scores(GDP) (ε of the refuted GDP curve: an ε bound for Gaussian rows only, "-" elsewhere),
+order(ε,δ), order(fam) (the family null: μ-GDP or SGM with its q), Steinke.
+
 Usage::
 
-    PYTHONPATH=. python benchmarks/bench_one_run.py [--quick] [--coverage-reps 400]
+    PYTHONPATH=. python benchmarks/bench_one_run.py [--quick] [--coverage-reps 400] [--scores-reps 5] [--scores-only]
 
-``--quick``: n ∈ {1e3, 1e4} only. Timings depend on the machine's load (printed at the top).
+``--quick``: n ∈ {1e3, 1e4} only. ``--scores-only``: the continuous-score comparison and its coverage alone.
+Timings depend on the machine's load (printed at the top).
 """
 
 from __future__ import annotations
@@ -46,7 +54,7 @@ import scipy.stats
 from audit import statistics as st
 from audit.statistics.gdp import _gdp_epsilon
 from audit.statistics.one_run import _fdp_rejects_mu, _sup_eps
-from audit.statistics.one_run_order import _mean_error
+from audit.statistics.one_run_order import _mean_error, _order_bound
 
 DELTA, S = 1e-5, 0.05
 WEIGHTS = {"ours_fam": 0.9, "ours_ed": 0.1}  # weighted Bonferroni for `best` (sums to 1)
@@ -172,12 +180,87 @@ def coverage(reps: int, m: int = 10_000, seed: int = 0) -> None:
               f"(CP 95 % [{float(lo_):.2%}, {float(hi_):.2%}]; α = {S})")
 
 
+def _draw(rng: np.random.Generator, n: int, mu: float, q: float) -> tuple[np.ndarray, np.ndarray]:
+    """One run of n independent canaries: bits Bernoulli(½); in-score N(μ, 1) with probability q, else N(0, 1)."""
+    truth = rng.random(n) < 0.5
+    return rng.standard_normal(n) + mu * (truth & (rng.random(n) < q)), truth
+
+
+def scores_on_draw(null: st.OrderNull, x: np.ndarray, truth: np.ndarray) -> dict[str, float]:
+    """ε_lower of every statistic on one draw (default grids, significance S)."""
+    fam, *_ = _order_bound(null, x, truth, S, None, None)
+    gaussian = isinstance(null, st.GaussianNull)
+    return {"scores": st.epsilon_one_run_scores(x, truth, delta=DELTA, significance=S).value,
+            "scores_gdp": st.gdp_lower_bound_one_run_scores(x, truth, delta=DELTA, significance=S
+                                                            ).refuted_curve_epsilon if gaussian else np.nan,
+            "order": st.epsilon_one_run_order(x, truth, delta=DELTA, significance=S).value,
+            "order_fam": st.order_null_epsilon(null, fam, DELTA),
+            "steinke": st.epsilon_one_run(x, truth, delta=DELTA, significance=S).value}
+
+
+SCORE_KEYS = ("scores", "scores_gdp", "order", "order_fam", "steinke")
+
+
+def scores_table(ns, reps: int) -> None:
+    """Mean ε_lower / ε_true per statistic over ``reps`` seeded draws of continuous scores (module doc)."""
+    print(f"{'mechanism':<16} {'eps':>6} {'n':>6} | " + " ".join(f"{k:>10}" for k in SCORE_KEYS) + "  (ε_lower/ε_true)")
+    ratios = {k: [] for k in SCORE_KEYS}
+    for label, null, theta in FAMILIES:
+        q = float(null.q) if isinstance(null, st.SubsampledGaussianNull) else 1.0
+        eps_true = st.order_null_epsilon(null, theta, DELTA)
+        for n in ns:
+            rng = np.random.default_rng(n + int(100 * theta) + int(10 * q))
+            got = [scores_on_draw(null, *_draw(rng, n, theta, q)) for _ in range(reps)]
+            mean = {k: float(np.mean([g[k] for g in got])) / eps_true for k in SCORE_KEYS}
+            for k in SCORE_KEYS:
+                if not np.isnan(mean[k]):
+                    ratios[k].append(mean[k])
+            print(f"{label:<16} {eps_true:6.3f} {n:>6} | " + " ".join(
+                f"{'-':>10}" if np.isnan(mean[k]) else f"{mean[k]:10.1%}" for k in SCORE_KEYS))
+    print("mean over rows: " + ", ".join(f"{k} {np.mean(v):.1%} ({len(v)} rows)" for k, v in ratios.items()))
+
+
+def scores_coverage(reps: int, m: int = 10_000, seed: int = 1) -> None:
+    """Brute-force coverage of the continuous-score bounds (default Bonferroni grid): P[bound > truth], CP 95 %."""
+    rng = np.random.default_rng(seed)
+    cases = (("null N(0,1) vs N(0,1)", 0.0, 1.0), ("Gaussian mu=1", 1.0, 1.0), ("Gaussian mu=2", 2.0, 1.0),
+             ("SGM mu=2 q=0.2", 2.0, 0.2))
+    for name, mu, q in cases:
+        null = st.GaussianNull() if q == 1.0 else st.SubsampledGaussianNull(q)
+        truth_eps = {d: st.order_null_epsilon(null, mu, d) if mu > 0 else 0.0 for d in (DELTA, 0.2)}
+        over = {"eps(1e-5)": 0, "eps(0.2)": 0, "mu": 0}
+        for _ in range(reps):
+            x, truth = _draw(rng, m, mu, q)
+            for d, key in ((DELTA, "eps(1e-5)"), (0.2, "eps(0.2)")):
+                over[key] += st.epsilon_one_run_scores(x, truth, delta=d, significance=S).value > truth_eps[d]
+            if q == 1.0:
+                over["mu"] += st.gdp_lower_bound_one_run_scores(x, truth, delta=DELTA, significance=S).mu_lower > mu
+        parts = []
+        for key, k in over.items():
+            if key == "mu" and q != 1.0:
+                continue
+            _, hi = st.clopper_pearson(k, reps, 0.05)
+            parts.append(f"{key} {k}/{reps} (CP 95 % upper {float(hi):.2%})")
+        print(f"  {name:<22} m = {m}: bound > truth in " + ", ".join(parts) + f"; α = {S}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="n ∈ {1e3, 1e4} only")
     ap.add_argument("--coverage-reps", type=int, default=400)
+    ap.add_argument("--scores-reps", type=int, default=5, help="draws per setting of the continuous-score table")
+    ap.add_argument("--scores-only", action="store_true", help="only the continuous-score comparison")
     a = ap.parse_args()
     print(f"load average {os.getloadavg()}; δ = {DELTA}, confidence {1 - S:.0%}")
+    t2 = time.perf_counter()
+    print("\ncontinuous scores, same draws (mean ε_lower / ε_true over seeded draws):")
+    scores_table(NS[:2], a.scores_reps)
+    print(f"continuous-score table: {time.perf_counter() - t2:.0f} s\n\ncontinuous-score coverage:")
+    t3 = time.perf_counter()
+    scores_coverage(a.coverage_reps)
+    print(f"continuous-score coverage: {time.perf_counter() - t3:.0f} s\n")
+    if a.scores_only:
+        return
     t0 = time.perf_counter()
     rows = table(NS[:2] if a.quick else NS)
     summary(rows)

@@ -62,8 +62,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--independent-canaries", action="store_true",
                    help="one-run only: you vouch that the canaries do not interact (each canary's view independent "
                         "of the others' bits, e.g. Dirac gradient canaries on distinct coordinates no natural record "
-                        "touches, in plain DP-SGD); epsilon_lower is then the larger of Steinke et al.'s and Xiang et "
-                        "al.'s order statistic, each at S/2. Without it: Steinke et al.'s, sound for any canaries")
+                        "touches, in plain DP-SGD); epsilon_lower is then the largest of Steinke et al.'s, Xiang et "
+                        "al.'s order statistic and the score boxes, each at S/3. Without it: Steinke et al.'s, sound "
+                        "for any canaries")
     p.add_argument("--out", default=None, metavar="DIR", help="write result.json, report.md, report.html there")
     p.add_argument("--json", action="store_true", help=f"print one JSON object (format {JSON_FORMAT})")
     p.add_argument("--junit", default=None, metavar="FILE", help="also write a JUnit XML report")

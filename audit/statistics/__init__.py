@@ -28,8 +28,11 @@ lower bound; ``epsilon_one_run_fdp`` is its deprecated name). Tied scores are gu
 :mod:`.one_run_order` adds Xiang et al.'s (2025) order-statistics bound in its (ε, δ) form
 (:func:`epsilon_one_run_order`) and μ-GDP form (:func:`gdp_lower_bound_one_run_order`); it assumes
 canaries that do not interact (independent per-canary views).
-Multi-run intervals must not be applied to one-run scores (the canaries of one run are not
-independent trials of the mechanism).
+:mod:`.one_run_scores` reads the scores themselves: for canaries that do not interact, one run's in- and
+out-scores are i.i.d. draws of the per-canary pair given the realised bits, so the multi-run threshold boxes
+apply (:func:`epsilon_one_run_scores`, (ε, δ) form; :func:`gdp_lower_bound_one_run_scores`, μ-GDP form).
+Multi-run intervals must not be applied to the scores of interacting one-run canaries (they are
+not independent trials of the mechanism).
 
 Modules: :mod:`.intervals` (binomial intervals, ε from rates), :mod:`.strategies` (threshold
 strategies), :mod:`.multi_run` (multi-run bounds, empirical trade-off, ceilings), :mod:`.gdp`
@@ -81,6 +84,13 @@ from .one_run_order import (
     one_run_order_theta_lower,
     order_null_epsilon,
 )
+from .one_run_scores import (
+    ONE_RUN_SCORES_ASSUMPTION,
+    epsilon_one_run_scores,
+    gdp_lower_bound_one_run_scores,
+    gdp_mu_from_boxes,
+    one_run_in_out,
+)
 from .results import EmpiricalTradeOff, EpsilonLowerBound, GdpEstimate, GdpLowerBound
 from .sequential import (
     FIRST_LOOK,
@@ -97,6 +107,7 @@ from .strategies import STRATEGIES, Bonferroni, Explicit, MultiSplit, Split, Thr
 __all__ = [
     "FIRST_LOOK",
     "MAX_CANARIES",
+    "ONE_RUN_SCORES_ASSUMPTION",
     "ORDER_GUESS_FRACTIONS",
     "Bonferroni",
     "EmpiricalTradeOff",
@@ -126,16 +137,20 @@ __all__ = [
     "epsilon_one_run",
     "epsilon_one_run_fdp",
     "epsilon_one_run_order",
+    "epsilon_one_run_scores",
     "futile",
     "gdp_estimate",
     "gdp_lower_bound_one_run",
     "gdp_lower_bound_one_run_order",
+    "gdp_lower_bound_one_run_scores",
     "gdp_mu_for",
+    "gdp_mu_from_boxes",
     "jeffreys",
     "jeffreys_upper",
     "look_levels",
     "look_schedule",
     "one_run_guess_grid",
+    "one_run_in_out",
     "one_run_order_guess_grid",
     "one_run_order_p_value",
     "one_run_order_p_values",

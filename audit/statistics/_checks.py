@@ -93,3 +93,15 @@ def _trials(name: str, v: object) -> int:
     if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not 1 <= v <= MAX_SCORES:
         raise InputError(f"{name} must be an integer in [1, {MAX_SCORES}] (MAX_SCORES); got {v!r}")
     return int(v)
+
+
+def _truth(truth: ArrayLike, size: int) -> np.ndarray:
+    """Membership bits as a bool array with one entry per score (bool or 0/1), else InputError naming ``truth``."""
+    if hasattr(truth, "detach"):
+        truth = truth.detach().cpu().numpy()
+    t = np.asarray(truth).reshape(-1)
+    if t.dtype != bool and not (np.issubdtype(t.dtype, np.number) and np.all(np.isin(t, (0, 1)))):
+        raise InputError("truth must hold booleans (or 0/1), one per score")
+    if t.size != size:
+        raise InputError(f"truth must have one entry per score; got {t.size} and {size}")
+    return t.astype(bool)

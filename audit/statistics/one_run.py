@@ -17,7 +17,7 @@ from numpy.typing import ArrayLike
 
 from accountants.errors import InputError, InputTypeError
 
-from ._checks import _delta, _scores, _significance
+from ._checks import _delta, _scores, _significance, _truth
 from .gdp import _gdp_epsilon
 from .results import EpsilonLowerBound, GdpLowerBound
 
@@ -134,14 +134,7 @@ def _guesses(scores, truth, guesses) -> tuple[np.ndarray, np.ndarray, np.ndarray
     x = _scores("scores", scores)
     if x.size > MAX_CANARIES:
         raise InputError(f"scores must hold at most {MAX_CANARIES} canaries (MAX_CANARIES); got {x.size}")
-    if hasattr(truth, "detach"):
-        truth = truth.detach().cpu().numpy()
-    t = np.asarray(truth).reshape(-1)
-    if t.dtype != bool and not (np.issubdtype(t.dtype, np.number) and np.all(np.isin(t, (0, 1)))):
-        raise InputError("truth must hold booleans (or 0/1), one per score")
-    y = t.astype(bool)
-    if y.size != x.size:
-        raise InputError(f"truth must have one entry per score; got {y.size} and {x.size}")
+    y = _truth(truth, x.size)
     m = x.size
     if guesses is None:
         grid = one_run_guess_grid(m)

@@ -57,7 +57,7 @@ from numpy.typing import ArrayLike
 
 from accountants.errors import InputError, InputTypeError
 
-from ._checks import _delta, _scores, _significance
+from ._checks import _delta, _scores, _significance, _truth
 from .gdp import _gdp_epsilon
 from .one_run import MAX_CANARIES, _count, _guesses
 from .results import EpsilonLowerBound, GdpLowerBound
@@ -339,14 +339,7 @@ def _two_sided(scores: ArrayLike, truth: ArrayLike, center: float | None) -> tup
         raise InputError(f"center must be a finite number or None; got {center!r}")
     else:
         c0 = float(center)
-    if hasattr(truth, "detach"):
-        truth = truth.detach().cpu().numpy()
-    t = np.asarray(truth).reshape(-1)
-    if t.dtype != bool and not (np.issubdtype(t.dtype, np.number) and np.all(np.isin(t, (0, 1)))):
-        raise InputError("truth must hold booleans (or 0/1), one per score")
-    if t.size != x.size:
-        raise InputError(f"truth must have one entry per score; got {t.size} and {x.size}")
-    return np.abs(x - c0), (x >= c0) == t.astype(bool)
+    return np.abs(x - c0), (x >= c0) == _truth(truth, x.size)
 
 
 def _order_bound(null: OrderNull, scores, truth, significance, guesses, center):

@@ -269,7 +269,7 @@ def test_check_audits_the_example_trainer_in_one_run(tmp_path, kind):
     (a,) = res.audits
     assert (a.design, a.threat_model, a.trials, a.rows) == ("one_run", "white_box", 1, 300)
     stats = {s.name: s for s in a.one_run_statistics}
-    assert set(stats) == {"steinke", "order", "fdp_gdp", "order_gdp"}
+    assert set(stats) == {"steinke", "order", "scores", "fdp_gdp", "order_gdp", "scores_gdp"}
     # Steinke et al.'s bound holds for any canaries and is ε_lower; the order statistic assumes canaries that
     # do not interact, which a user's trainer cannot be shown to give: reported, not used
     assert stats["steinke"].in_epsilon_lower and a.epsilon_lower.value == stats["steinke"].value

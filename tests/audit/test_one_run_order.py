@@ -235,9 +235,9 @@ def test_one_run_statistics_reach_result_json_and_the_report(tmp_path):
     r = audit_scores({"member": member.astype(int), "score": sc}, acc.DPSGD(2.0, acc.Poisson(0.5), 1), delta=1e-5,
                      design="one-run", out=tmp_path)
     stats = r["audits"][0]["one_run_statistics"]
-    assert [x["name"] for x in stats] == ["steinke", "order", "fdp_gdp", "order_gdp"]
-    assert [x["in_epsilon_lower"] for x in stats] == [True, False, False, False]  # order: independence not vouched
-    assert [x["bound"] for x in stats] == ["lower", "lower", "gdp_mu_lower", "gdp_mu_lower"]
+    assert [x["name"] for x in stats] == ["steinke", "order", "scores", "fdp_gdp", "order_gdp", "scores_gdp"]
+    assert [x["in_epsilon_lower"] for x in stats] == [True] + [False] * 5  # independence not vouched
+    assert [x["bound"] for x in stats] == ["lower"] * 3 + ["gdp_mu_lower"] * 3
     assert stats[0]["value"] == r["audits"][0]["epsilon_lower"]["value"]
     back = model.load_result(tmp_path).audits[0].one_run_statistics
     assert [model.to_dict(x) for x in back] == stats
@@ -249,7 +249,8 @@ def test_one_run_statistics_reach_result_json_and_the_report(tmp_path):
 
 
 def test_compare_one_run_pays_for_the_max_over_statistics():
-    """independent_canaries=True: ε_lower is the larger of Steinke's and the order statistic, each at s/2."""
+    """independent_canaries=True: ε_lower is the largest of Steinke's, the order and the score statistic, each at
+    s/3 (test_one_run_scores.py checks the score statistic's share)."""
     import accountants as acc
     from audit import comparator
 
@@ -261,13 +262,14 @@ def test_compare_one_run_pays_for_the_max_over_statistics():
     both = comparator.compare_one_run(sc, member, spec, delta=1e-5, curves=curves, independent_canaries=True)
     alone = comparator.compare_one_run(sc, member, spec, delta=1e-5, curves=curves)
     st_, order = both.one_run_statistics[0].result, both.one_run_statistics[1].result
-    assert st_.confidence == order.confidence == pytest.approx(0.975)  # s split in two
-    assert both.epsilon_lower is max((st_, order), key=lambda b: b.value) and both.epsilon_lower is order
+    assert st_.confidence == order.confidence == pytest.approx(1 - 0.05 / 3)  # s split in three
+    scores = both.one_run_statistics[2].result
+    assert both.epsilon_lower is max((st_, order, scores), key=lambda b: b.value) and both.epsilon_lower is order
     assert alone.epsilon_lower.method == "one_run" and alone.epsilon_lower.confidence == pytest.approx(0.95)
-    assert order.value <= alone.one_run_statistics[1].result.value  # paying s/2 can only lower it
-    assert [x.in_epsilon_lower for x in both.one_run_statistics] == [True, True, False, False]
+    assert order.value <= alone.one_run_statistics[1].result.value  # paying s/3 can only lower it
+    assert [x.in_epsilon_lower for x in both.one_run_statistics] == [True] * 3 + [False] * 3
     assert both.epsilon_lower.value <= both.ceiling == pytest.approx(st.ceiling_one_run_order(2000, delta=1e-5,
-                                                                                              significance=0.025))
+                                                                                              significance=0.05 / 3))
 
 
 def test_small_significance_is_resolved():

@@ -38,21 +38,22 @@ def test_one_run_epsilon_lower_is_steinke_at_the_full_significance_with_certifia
     assert st["fdp_gdp"]["epsilon_certifiable"] is None  # a GDP μ bound: no ε to certify
 
 
-def test_independent_canaries_take_the_larger_bound_each_at_half_the_significance():
+def test_independent_canaries_take_the_largest_bound_each_at_a_third_of_the_significance():
     member, s = _gaussian_canaries(m=300, seed=1)
     r = score.audit_scores({"member": member, "score": s}, SPEC, delta=1e-5, design="one_run",
                            independent_canaries=True)
     a = r["audits"][0]
-    half = [statistics.epsilon_one_run(s, member, delta=1e-5, significance=0.025),
-            statistics.epsilon_one_run_order(s, member, delta=1e-5, significance=0.025)]
-    assert a["epsilon_lower"]["value"] == max(b.value for b in half)
-    assert a["epsilon_lower"]["confidence"] == 0.975
+    third = [statistics.epsilon_one_run(s, member, delta=1e-5, significance=0.05 / 3),
+             statistics.epsilon_one_run_order(s, member, delta=1e-5, significance=0.05 / 3),
+             statistics.epsilon_one_run_scores(s, member, delta=1e-5, significance=0.05 / 3)]
+    assert a["epsilon_lower"]["value"] == max(b.value for b in third)
+    assert a["epsilon_lower"]["confidence"] == 1 - 0.05 / 3
     st = {x["name"]: x for x in a["one_run_statistics"]}
-    assert st["steinke"]["in_epsilon_lower"] and st["order"]["in_epsilon_lower"]
-    assert st["steinke"]["confidence"] == st["order"]["confidence"] == 0.975
-    # paying for the max: each bound at s/2 is below the same bound at s
+    assert st["steinke"]["in_epsilon_lower"] and st["order"]["in_epsilon_lower"] and st["scores"]["in_epsilon_lower"]
+    assert st["steinke"]["confidence"] == st["order"]["confidence"] == st["scores"]["confidence"] == 1 - 0.05 / 3
+    # paying for the max: each bound at s/3 is below the same bound at s
     default = score.audit_scores({"member": member, "score": s}, SPEC, delta=1e-5, design="one_run")
-    assert half[0].value <= default["audits"][0]["epsilon_lower"]["value"]
+    assert third[0].value <= default["audits"][0]["epsilon_lower"]["value"]
 
 
 def test_independent_canaries_are_one_run_only_and_a_bool():
@@ -82,7 +83,8 @@ def test_cli_lists_which_statistic_certified_what(tmp_path, capsys):
     assert main([*args, "--independent-canaries"]) in (0, 1)
     out = capsys.readouterr().out
     assert "one-run statistics (which certified what):" in out
-    assert "s.csv: steinke: eps >= " in out and "s.csv: order: eps >= " in out and out.count("; in eps_lower") == 2
+    assert "s.csv: steinke: eps >= " in out and "s.csv: order: eps >= " in out and "s.csv: scores: eps >= " in out
+    assert out.count("; in eps_lower") == 3
     assert main([*args[:-2], "--independent-canaries"]) == 2  # multi-run: refused, naming the flag
     assert "--independent-canaries" in capsys.readouterr().err
 

@@ -210,6 +210,27 @@ def test_one_run_bounds(x, seed, d, s, guesses):
     _call(st.ceiling_one_run, min(len(x) * 30, 2000) if isinstance(seed, int) else seed, delta=d, significance=s)
 
 
+@FUZZ
+@given(x=score_list, seed=hs.integers(0, 4), d=unit, s=unit, strategy=strategies,
+       a=hs.one_of(reals, hs.lists(reals, max_size=4)), b=hs.one_of(reals, hs.lists(reals, max_size=4)))
+def test_one_run_score_bounds(x, seed, d, s, strategy, a, b):
+    """The continuous-score one-run bounds: ε ≥ 0 and μ ≥ 0 (finite), or an input error; never NaN."""
+    y = np.random.default_rng(seed).random(len(x)) < 0.5
+    if seed == 3 and len(x) > 1:
+        y = y[:-1]  # length mismatch
+    if seed == 4:
+        y = np.ones(len(x), bool)  # one side empty
+    out = _call(st.epsilon_one_run_scores, x, y, delta=d, significance=s, strategy=strategy)
+    if out is not None:
+        assert out.value >= 0 and out.method == "one_run_scores"
+    g = _call(st.gdp_lower_bound_one_run_scores, x, y, delta=d, significance=s, strategy=strategy)
+    if g is not None:
+        assert 0 <= g.mu_lower < math.inf and g.refuted_curve_epsilon >= 0
+    _call(st.one_run_in_out, x, y)
+    mu = _call(st.gdp_mu_from_boxes, a, b)
+    assert mu is None or 0 <= mu <= 1e4
+
+
 nulls = hs.one_of(hs.builds(_built(st.EpsDeltaNull), hs.one_of(unit, junk)), hs.just(st.GaussianNull()),
                   hs.builds(_built(st.SubsampledGaussianNull), hs.one_of(unit, junk)), junk)
 
@@ -316,7 +337,8 @@ def test_every_public_function_is_fuzzed():
               "gdp_mu_for", "one_run_p_value", "one_run_guess_grid", "epsilon_one_run", "gdp_lower_bound_one_run",
               "epsilon_one_run_fdp", "ceiling_one_run", "epsilon_one_run_order", "gdp_lower_bound_one_run_order",
               "ceiling_one_run_order", "one_run_order_guess_grid", "one_run_order_p_value", "one_run_order_p_values",
-              "one_run_order_theta_lower", "order_null_epsilon",
+              "one_run_order_theta_lower", "order_null_epsilon", "epsilon_one_run_scores",
+              "gdp_lower_bound_one_run_scores", "gdp_mu_from_boxes", "one_run_in_out",
               "look_schedule", "look_levels", "box_margin", "futile", "sequential_test"}
     public = {n for n in st.__all__ if callable(getattr(st, n)) and n[0].islower()}
     assert public == fuzzed
