@@ -135,3 +135,49 @@ def test_one_run_game_sparse_equals_dense(digits100):
     torch.testing.assert_close(a.truth, b.truth)
     for k in a.scores:
         torch.testing.assert_close(a.scores[k], b.scores[k], rtol=0, atol=0)
+
+
+def _observations(model, probes, present, spec, data):
+    out = dpsgd.train(spec, model, data, clip_norm=1.0, learning_rate=0.5, present=present, gradient_canaries=probes,
+                      probes=probes, generator=torch.Generator().manual_seed(3))
+    assert out.observations is not None
+    return out.observations[0]  # (T, m)
+
+
+def test_a_slot_canary_sees_nothing_of_the_other_canaries_bits(digits100):
+    """The structural argument behind vouching (docs/auditing.md, "When dpaudit vouches"), pinned exactly: under
+    Poisson, a canary's observations are bit-identical whatever the other canaries' (and the natural records')
+    membership; with a canary on a natural coordinate, or fixed-size batches, they are not (the controls)."""
+    m = 40
+    spec = acc.DPSGD(1.0, acc.Poisson(0.5), steps=6)
+    sl = models.with_slots(models.logistic_regression(64, 10), m)
+    dc = canaries.dirac_slots(sl)
+    g = torch.Generator().manual_seed(8)
+    a = torch.rand(1, digits100.n + m, generator=g) < 0.5
+    b = torch.rand(1, digits100.n + m, generator=g) < 0.5
+    both = (a & b)[0, digits100.n :]  # canaries in on both runs; the other canaries and records differ
+    assert both.sum() >= 5 and (a != b).sum() > 20
+    oa, ob = (_observations(sl, dc, p, spec, digits100) for p in (a, b))
+    torch.testing.assert_close(oa[:, both], ob[:, both], rtol=0, atol=0)
+    # control 1: the same canaries on natural coordinates (weights that records touch) see the training
+    base = models.logistic_regression(64, 10)
+    natural = canaries.DiracCanaries(torch.arange(100, 100 + m), 650)
+    na, nb = (_observations(base, natural, p, spec, digits100) for p in (a, b))
+    assert not torch.equal(na[:, both], nb[:, both])
+    # control 2: fixed-size batches couple the inclusions (the b smallest keys among the present records win)
+    fixed = acc.DPSGD(1.0, acc.FixedSize(30, digits100.n + m), steps=6)
+    fa, fb = (_observations(sl, dc, p, fixed, digits100) for p in (a, b))
+    assert not torch.equal(fa[:, both], fb[:, both])
+
+
+def test_hidden_state_game_sparse_equals_dense(digits100):
+    """The final-model projection ⟨θ_0 − θ_T, e_c⟩ of sparse Dirac canaries is the dense one's."""
+    from attacks.threat import HiddenState
+
+    sl = models.with_slots(models.logistic_regression(64, 10), M)
+    setup = games.Setup(acc.DPSGD(1.0, acc.Poisson(0.5), steps=4), sl, digits100)
+    sparse = canaries.dirac_slots(sl)
+    a = games.one_run_game(setup, sparse, threat=HiddenState(), n_runs=2, seed=4, progress=False)
+    b = games.one_run_game(setup, sparse.dense(), threat=HiddenState(), n_runs=2, seed=4, progress=False)
+    for k in a.scores:
+        torch.testing.assert_close(a.scores[k], b.scores[k], rtol=0, atol=1e-12)
