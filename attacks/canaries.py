@@ -6,6 +6,10 @@ Two kinds, one shape (m canaries at a time):
   directly into the clipped sum (strongest threat model; Nasr et al. 2023). :func:`dirac` puts
   norm C on one coordinate; :func:`quiet_coordinates` finds coordinates that natural records
   never touch (weights on constant input features), where a Dirac canary collides with nothing.
+- :class:`DiracCanaries`: m Dirac gradient canaries stored by coordinate (no (m, D) tensor), for the
+  trainer's sparse path; :func:`dirac_slots` puts them on the slots of an
+  :class:`attacks.models.Slotted` model, coordinates the forward pass never reads (one run at scale:
+  m = 1e4–1e5 canaries that collide with nothing).
 - :class:`InputCanaries`: ordinary (x, y) records appended to the data: :func:`mislabelled`,
   :func:`blank`, :func:`out_of_distribution`.
 - :class:`CraftedDataset`: one gradient canary plus a training set whose every record's gradient
@@ -25,6 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 from torch import Tensor, nn
@@ -37,10 +42,12 @@ from .data import Dataset
 __all__ = [
     "Canaries",
     "CraftedDataset",
+    "DiracCanaries",
     "GradientCanaries",
     "InputCanaries",
     "blank",
     "dirac",
+    "dirac_slots",
     "include",
     "mean_image",
     "mislabelled",
@@ -74,6 +81,51 @@ class GradientCanaries:
     def select(self, index: Sequence[int] | Tensor) -> GradientCanaries:
         """The canaries ``index`` only."""
         return GradientCanaries(self.vectors[torch.as_tensor(index)], self.kind)
+
+
+@dataclass(frozen=True)
+class DiracCanaries:
+    """m Dirac gradient canaries stored sparsely: canary j's gradient is ``norm`` · e_{coordinates[j]} in R^dim.
+
+    The same canaries as :func:`dirac` (``dense()`` returns those), without the (m, D) tensor:
+    :func:`attacks.dpsgd.train` adds their clipped contributions at their coordinates and reads the
+    white-box observations there, so m = 1e5 canaries cost O(m) per step instead of O(m·D).
+    Coordinates must be distinct (two canaries on one coordinate interact).
+
+    Attributes:
+        coordinates: (m,) int64 distinct flat parameter coordinates.
+        dim: D.
+        norm: the canaries' gradient norm (clipped to C by the trainer like any gradient).
+    """
+
+    coordinates: Tensor
+    dim: int
+    norm: float = 1.0
+    kind: ClassVar[str] = "dirac"
+
+    def __post_init__(self) -> None:
+        check.integer(1, None, dim=self.dim)
+        check.positive(norm=self.norm)
+        c = self.coordinates
+        if c.ndim != 1 or c.dtype != torch.int64:
+            raise InputError(f"coordinates must be a 1-D int64 tensor; got shape {tuple(c.shape)}, {c.dtype}")
+        if c.numel() and (int(c.min()) < 0 or int(c.max()) >= self.dim):
+            raise InputError(f"coordinates must be in [0, {self.dim - 1}]")
+        if torch.unique(c).numel() != c.numel():
+            raise InputError("coordinates must be distinct (two Dirac canaries on one coordinate interact)")
+
+    @property
+    def m(self) -> int:
+        """Number of canaries."""
+        return int(self.coordinates.numel())
+
+    def select(self, index: Sequence[int] | Tensor) -> DiracCanaries:
+        """The canaries ``index`` only."""
+        return DiracCanaries(self.coordinates[torch.as_tensor(index)], self.dim, self.norm)
+
+    def dense(self, dtype=torch.float64) -> GradientCanaries:
+        """The same canaries as an (m, D) :class:`GradientCanaries` (small m only: m·D numbers)."""
+        return dirac(self.coordinates, self.dim, norm=self.norm, dtype=dtype)
 
 
 @dataclass(frozen=True)
@@ -159,7 +211,7 @@ class CraftedDataset(GradientCanaries):
         return torch.cat(cols, dim=1)
 
 
-Canaries = GradientCanaries | InputCanaries
+Canaries = GradientCanaries | DiracCanaries | InputCanaries
 
 
 def dirac(coordinates: Sequence[int] | Tensor, dim: int, *, norm: float = 1.0, dtype=torch.float64) -> GradientCanaries:
@@ -176,6 +228,20 @@ def dirac(coordinates: Sequence[int] | Tensor, dim: int, *, norm: float = 1.0, d
     v = torch.zeros(coords.numel(), dim, dtype=dtype)
     v[torch.arange(coords.numel()), coords] = norm
     return GradientCanaries(v, "dirac")
+
+
+def dirac_slots(model: nn.Module, *, norm: float = 1.0) -> DiracCanaries:
+    """One Dirac canary on each slot of a :class:`attacks.models.Slotted` model (norm ``norm`` each).
+
+    The slots are never read by the forward pass, so no natural record's gradient touches them at any
+    parameter value: each canary's white-box projection is exactly (its draws) + N(0, σ²) in units of
+    C, independent of every other canary's and of the training (docs/worst-case.md, "One run at scale").
+    """
+    from .models import num_params, slot_coordinates
+
+    coords = slot_coordinates(model)
+    dim = num_params(dict(model.named_parameters()), stacked=False)
+    return DiracCanaries(coords, dim, float(norm))
 
 
 def random_directions(m: int, dim: int, *, norm: float = 1.0, generator: torch.Generator | None = None,

@@ -61,6 +61,7 @@ from accountants.sampling import Poisson
 from . import ghost as _ghost
 from . import models as _models
 from . import samplers
+from .canaries import DiracCanaries
 from .data import Dataset
 from .faults import Fault, FaultBase, describe
 
@@ -161,8 +162,8 @@ def train(
     learning_rate: float,
     n_models: int = 1,
     present: Tensor | None = None,
-    gradient_canaries: Tensor | None = None,
-    probes: Tensor | None = None,
+    gradient_canaries: Tensor | DiracCanaries | None = None,
+    probes: Tensor | DiracCanaries | None = None,
     params: dict[str, Tensor] | None = None,
     init: _models.Init = _models.Init.DEFAULT,
     generator: torch.Generator | Sequence[torch.Generator] | None = None,
@@ -190,8 +191,12 @@ def train(
         learning_rate: η > 0.
         n_models: R.
         present: (R, N) bool, which records exist in each model's dataset (default: all).
-        gradient_canaries: (m, D) canary gradients, or None.
-        probes: (P, D) directions whose projections of every update are recorded (white box).
+        gradient_canaries: (m, D) canary gradients, or :class:`attacks.canaries.DiracCanaries` (the
+            sparse path: each canary's clipped contribution is added at its own coordinate, O(m) per
+            step instead of an (m, D) matmul; the same numbers as the dense canaries), or None.
+        probes: (P, D) directions whose projections of every update are recorded (white box), or
+            :class:`attacks.canaries.DiracCanaries`: the unit vectors of their coordinates (the
+            observations are read at those coordinates, no (P, D) tensor).
         params: initial parameters dict name -> (R, *shape); default: drawn by ``init``.
         init: initialisation when ``params`` is None.
         generator: one generator per model (reproducible per model), one shared generator, or None.
@@ -238,22 +243,14 @@ def train(
     noise_std = trainer.noise_std(sigma * C)
     clip_to = trainer.clip_norm(C)  # None: no clipping
 
-    # with m > 0 gradient-canary slots: their draws (R, T, m) and clipped gradients (m, D)
-    canaries = None
+    canaries = None  # m > 0 gradient-canary slots: their draws (R, T, m), and what each adds when drawn
     if gradient_canaries is not None and draws.canary_counts is not None:  # both exactly when m > 0
-        gc = gradient_canaries.to(device=dev, dtype=dtype)
-        if clip_to is not None:
-            gc = gc * torch.clamp(clip_to / gc.norm(dim=1, keepdim=True), max=1.0)
-        canaries = (draws.canary_counts.to(dev), gc)
-    unit_probes = None
+        canaries = _CanarySum(gradient_canaries, draws.canary_counts.to(dev), clip_to, dev, dtype)
+    probing = None  # with probes: the observations (R, T, P) they record
     if probes is not None:
-        pr = probes.to(device=dev, dtype=dtype)
-        unit_probes = pr / pr.norm(dim=1, keepdim=True)
+        probing = _Probes(probes, R, T, dev, dtype)
 
     grads = _StepGradients(model, template, X, Y, R, max(draws.widths, default=0), closed_form)
-    probing = None  # with probes: the unit probes (P, D) and the observations (R, T, P) they record
-    if unit_probes is not None:
-        probing = (unit_probes, torch.empty(R, T, unit_probes.shape[0], dtype=dtype, device=dev))
     norms = torch.empty(R, T, dtype=dtype, device=dev)
     updates = torch.empty(R, T, D, dtype=dtype, device=dev) if record_updates else None
 
@@ -266,14 +263,12 @@ def train(
         if width:
             s = grads.clipped_sum(theta, idx_t[:, t, :width], cnt_t[:, t, :width].to(dtype), clip_to)
         if canaries is not None:
-            can_t, canary_sum = canaries
-            s = s + can_t[:, t].to(dtype) @ canary_sum
+            s = canaries.add(s, t)
         noisy = add_noise(s, noise_std, z)
         theta, u = update(trainer, theta, noisy, expected, batch_sizes[:, t], learning_rate)
         norms[:, t] = u.norm(dim=1) * (expected / C)
         if probing is not None:
-            probe_dirs, obs = probing
-            obs[:, t] = (u @ probe_dirs.T) * (expected / C)
+            probing.record(u, t, expected / C)
         if updates is not None:
             updates[:, t] = u
 
@@ -282,7 +277,7 @@ def train(
 
     return TrainResult(
         params=_models.unflatten(back(theta), template),
-        observations=None if probing is None else back(probing[1]),
+        observations=None if probing is None else back(probing.obs),
         update_norms=back(norms),
         batch_sizes=back(batch_sizes),
         updates=None if updates is None else back(updates),
@@ -290,6 +285,65 @@ def train(
         fault=describe(fault),
         initial=None if initial is None else back(initial),
     )
+
+
+class _CanarySum:
+    """The gradient canaries' part of each step's clipped sum: Σ_j (draws of canary j) · clip(g_j).
+
+    Dense canaries (m, D): one (R, m) @ (m, D) matmul per step. :class:`DiracCanaries`: canary j adds
+    its draws times its clipped norm at its own coordinate (``index_add_``; the same numbers, since
+    clip(norm · e_c) = min(norm, C) · e_c and the coordinates are distinct).
+    """
+
+    def __init__(self, canaries: Tensor | DiracCanaries, counts: Tensor, clip_to: float | None,
+                 dev: torch.device, dtype: torch.dtype) -> None:
+        self.counts = counts  # (R, T, m)
+        if isinstance(canaries, DiracCanaries):
+            size = canaries.norm if clip_to is None else min(canaries.norm, clip_to)
+            self.coords: Tensor | None = canaries.coordinates.to(dev)
+            self.size = float(size)
+            self.dense = None
+        else:
+            gc = canaries.to(device=dev, dtype=dtype)
+            if clip_to is not None:
+                gc = gc * torch.clamp(clip_to / gc.norm(dim=1, keepdim=True), max=1.0)
+            self.coords, self.dense = None, gc
+
+    def add(self, s: Tensor, t: Tensor | int) -> Tensor:
+        """s (R, D) plus the canaries drawn at step t."""
+        c = self.counts[:, t].to(s.dtype)
+        if self.dense is not None:
+            return s + c @ self.dense
+        assert self.coords is not None
+        return s.index_add_(1, self.coords, c, alpha=self.size)
+
+
+class _Probes:
+    """The white-box observations ⟨p̂, u_t⟩·E|B|/C of every update on each unit probe p̂: (R, T, P).
+
+    Dense probes (P, D): one matmul per step; :class:`DiracCanaries`: p̂ = e_c, so the observation is
+    the update's coordinate c (a gather, no (P, D) tensor).
+    """
+
+    def __init__(self, probes: Tensor | DiracCanaries, R: int, T: int, dev: torch.device,
+                 dtype: torch.dtype) -> None:
+        if isinstance(probes, DiracCanaries):
+            self.coords: Tensor | None = probes.coordinates.to(dev)
+            self.unit = None
+            P = probes.m
+        else:
+            pr = probes.to(device=dev, dtype=dtype)
+            self.coords, self.unit = None, pr / pr.norm(dim=1, keepdim=True)
+            P = pr.shape[0]
+        self.obs = torch.empty(R, T, P, dtype=dtype, device=dev)
+
+    def record(self, u: Tensor, t: int, scale: float) -> None:
+        """Store step t's observations of the updates u (R, D)."""
+        if self.unit is not None:
+            self.obs[:, t] = (u @ self.unit.T) * scale
+        else:
+            assert self.coords is not None
+            self.obs[:, t] = u.index_select(1, self.coords) * scale
 
 
 def _noise_rows(noise: NoiseStream, dev: torch.device) -> Iterator[Tensor]:
@@ -303,8 +357,8 @@ def _noise_rows(noise: NoiseStream, dev: torch.device) -> Iterator[Tensor]:
 
 
 def _checked_shapes(model: nn.Module, dtype: torch.dtype, R: int, n_data: int, params: dict[str, Tensor] | None,
-                    gradient_canaries: Tensor | None, present: Tensor | None,
-                    probes: Tensor | None) -> tuple[dict[str, Tensor], int, Tensor]:
+                    gradient_canaries: Tensor | DiracCanaries | None, present: Tensor | None,
+                    probes: Tensor | DiracCanaries | None) -> tuple[dict[str, Tensor], int, Tensor]:
     """The parameter template, the number m of gradient-canary slots and the (R, N) CPU
     ``present`` mask, after checking every shape against D and N = n_data + m."""
     if params is None:  # shapes only (zeros: no draw from any generator)
@@ -316,7 +370,11 @@ def _checked_shapes(model: nn.Module, dtype: torch.dtype, R: int, n_data: int, p
             raise InputError(f"params must have a leading model axis of length n_models={R}; got {sorted(lead)}")
     D = _models.num_params(template)
     m = 0
-    if gradient_canaries is not None:
+    if isinstance(gradient_canaries, DiracCanaries):
+        if gradient_canaries.dim != D:
+            raise InputError(f"gradient_canaries must be Dirac canaries in R^D, D={D}; got dim {gradient_canaries.dim}")
+        m = gradient_canaries.m
+    elif gradient_canaries is not None:
         if gradient_canaries.ndim != 2 or gradient_canaries.shape[1] != D:
             raise InputError(f"gradient_canaries must have shape (m, D={D}); got {tuple(gradient_canaries.shape)}")
         m = gradient_canaries.shape[0]
@@ -327,7 +385,10 @@ def _checked_shapes(model: nn.Module, dtype: torch.dtype, R: int, n_data: int, p
         present = present.cpu()  # the samplers draw from CPU generators (once, before the loop)
     if present.shape != (R, N) or present.dtype != torch.bool:
         raise InputError(f"present must be a bool tensor of shape (n_models={R}, N={N}); got {tuple(present.shape)}")
-    if probes is not None and (probes.ndim != 2 or probes.shape[1] != D):
+    if isinstance(probes, DiracCanaries):
+        if probes.dim != D:
+            raise InputError(f"probes must be Dirac canaries in R^D, D={D}; got dim {probes.dim}")
+    elif probes is not None and (probes.ndim != 2 or probes.shape[1] != D):
         raise InputError(f"probes must have shape (P, D={D}); got {tuple(probes.shape)}")
     return template, m, present
 

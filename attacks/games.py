@@ -65,7 +65,7 @@ from . import membership as mia
 from . import models as _models
 from . import reconstruction as recon
 from . import worst_case
-from .canaries import Canaries, CraftedDataset, GradientCanaries, InputCanaries
+from .canaries import Canaries, CraftedDataset, DiracCanaries, GradientCanaries, InputCanaries
 from .data import Dataset
 from .dpsgd import TrainResult, train
 from .faults import Fault
@@ -85,6 +85,7 @@ __all__ = [
 ]
 
 TRIALS_FILE = "trials.jsonl"
+_GRADIENT = (GradientCanaries, DiracCanaries)  # the gradient canary kinds (white box)
 _STREAM_TRIALS, _STREAM_SHADOWS, _STREAM_REFERENCE = 0, 1, 2
 
 
@@ -275,9 +276,17 @@ def _game_id(design: Design, setup: Setup, canaries: Canaries, threat: Threat, s
         "seed": int(seed),
         **extra,
     }
+    if isinstance(canaries, DiracCanaries):  # sparse: its coordinates, D and norm (no (m, D) tensor)
+        desc["dirac"] = [canaries.dim, float(canaries.norm)]
     h.update(json.dumps(desc, sort_keys=True).encode())
-    for t in (setup.data.x, setup.data.y, *((canaries.vectors,) if isinstance(canaries, GradientCanaries)
-                                            else (canaries.x, canaries.y))):
+    match canaries:
+        case DiracCanaries(coordinates=c):
+            parts: tuple[Tensor, ...] = (c,)
+        case GradientCanaries(vectors=v):
+            parts = (v,)
+        case _:
+            parts = (canaries.x, canaries.y)
+    for t in (setup.data.x, setup.data.y, *parts):
         h.update(t.detach().contiguous().cpu().numpy().tobytes())
     return h.hexdigest()[:16]
 
@@ -320,6 +329,10 @@ def _train_with(setup: Setup, canaries: Canaries, present_canaries: Tensor, gens
         case GradientCanaries(vectors=v):
             return train(setup.spec, setup.model, setup.data, gradient_canaries=v, probes=v if white else None,
                          present=torch.cat([natural, present_canaries], dim=1), **common)
+        case DiracCanaries():  # the trainer's sparse path: no (m, D) tensor
+            return train(setup.spec, setup.model, setup.data, gradient_canaries=canaries,
+                         probes=canaries if white else None,
+                         present=torch.cat([natural, present_canaries], dim=1), **common)
         case InputCanaries(x=x, y=y):
             return train(setup.spec, setup.model, setup.data.append(x, y),
                          present=torch.cat([natural, present_canaries], dim=1), **common)
@@ -329,11 +342,14 @@ def _train_with(setup: Setup, canaries: Canaries, present_canaries: Tensor, gens
 
 def _final_shift(setup: Setup, canaries: Canaries, result: TrainResult) -> Tensor:
     """(R, m) ⟨θ_0 − θ_T, v̂_j⟩·E|B|/(ηC): what a hidden-state adversary (θ_T, and θ_0 known) reads."""
-    if not isinstance(canaries, GradientCanaries) or result.initial is None:
+    if not isinstance(canaries, _GRADIENT) or result.initial is None:
         raise UnsupportedError("hidden-state scores need gradient canaries and the initial parameters")
-    unit = canaries.vectors / canaries.vectors.norm(dim=1, keepdim=True)
     moved = result.initial - _models.flatten(result.params).to(result.initial.dtype)
-    return moved @ unit.to(moved.dtype).T * (result.expected_batch_size / (setup.learning_rate * setup.clip_norm))
+    scale = result.expected_batch_size / (setup.learning_rate * setup.clip_norm)
+    if isinstance(canaries, DiracCanaries):  # unit vectors e_c: the coordinates themselves
+        return moved.index_select(1, canaries.coordinates) * scale
+    unit = canaries.vectors / canaries.vectors.norm(dim=1, keepdim=True)
+    return moved @ unit.to(moved.dtype).T * scale
 
 
 def _black_box_stats(setup: Setup, canaries: Canaries, result: TrainResult, kind: str) -> Tensor:
@@ -355,7 +371,7 @@ def _validate_scores(scores: Sequence, threat: Threat, canaries: Canaries) -> li
             raise UnsupportedError(f"score {mia.score_name(s)} needs a {view} view; the threat is "
                                    f"{describe_threat(threat).replace('_', ' ')}")
         kind = mia.score_info(s).canary  # the canaries the score is implemented for (registry)
-        if kind == "gradient" and not isinstance(canaries, GradientCanaries):
+        if kind == "gradient" and not isinstance(canaries, _GRADIENT):
             raise UnsupportedError(f"white-box score {mia.score_name(s)} is implemented for gradient canaries only")
         if kind == "input" and not isinstance(canaries, InputCanaries):
             raise UnsupportedError(f"black-box score {mia.score_name(s)} needs input-space canaries")
@@ -363,6 +379,8 @@ def _validate_scores(scores: Sequence, threat: Threat, canaries: Canaries) -> li
 
 
 def _amplitude(canaries: Canaries, setup: Setup) -> Tensor | float:
+    if isinstance(canaries, DiracCanaries):  # the adversary models the claimed (honest) algorithm
+        return min(canaries.norm / setup.clip_norm, 1.0)
     if isinstance(canaries, GradientCanaries):
         # the adversary models the claimed (honest) algorithm, whatever fault was trained
         return torch.clamp(canaries.vectors.norm(dim=1) / setup.clip_norm, max=1.0)
@@ -413,10 +431,10 @@ def _play(design: Design, setup: Setup, canaries: Canaries, *, threat: Threat, s
         extra["crafted"] = crafted_id
     white = isinstance(threat, WhiteBox)
     hidden = isinstance(threat, HiddenState)
-    if hidden and (design is Design.RECONSTRUCTION or not isinstance(canaries, GradientCanaries)):
+    if hidden and (design is Design.RECONSTRUCTION or not isinstance(canaries, _GRADIENT)):
         raise UnsupportedError("the hidden-state threat model is audited with gradient canaries in the multi-run or "
                                "one-run game")
-    if keep_observations and not (white and isinstance(canaries, GradientCanaries)):
+    if keep_observations and not (white and isinstance(canaries, _GRADIENT)):
         raise UnsupportedError("keep_observations needs the white-box threat model and gradient canaries")
     if keep_observations:
         extra["keep_observations"] = True
@@ -504,6 +522,15 @@ class _ChunkContext:
     hidden: bool = False
 
 
+def _probes(canaries: Canaries) -> Tensor | None:
+    """The (m, D) canary directions a white-box score may read (None for input canaries). Sparse Dirac
+    canaries give theirs only when m·D is small (≤ 1e7 numbers): the scores that need them (update_norm)
+    project on every canary; the LLR and the inner product read the observations alone."""
+    if isinstance(canaries, DiracCanaries):
+        return canaries.dense().vectors if canaries.m * canaries.dim <= 10_000_000 else None
+    return canaries.vectors if isinstance(canaries, GradientCanaries) else None
+
+
 def _chunk_records(ctx: _ChunkContext, start: int) -> list[dict]:
     """The trials.jsonl records of the chunk of trials starting at ``start`` (a pure function of ctx and start)."""
     setup, canaries, design, m = ctx.setup, ctx.canaries, ctx.design, ctx.canaries.m
@@ -522,7 +549,7 @@ def _chunk_records(ctx: _ChunkContext, start: int) -> list[dict]:
         setup.spec, ctx.n_records, m,
         observations=res.observations.transpose(1, 2) if res.observations is not None else None,
         update_norms=res.update_norms, amplitude=ctx.amplitude,
-        probes=canaries.vectors if ctx.white and isinstance(canaries, GradientCanaries) else None,
+        probes=_probes(canaries) if ctx.white else None,
         final_model_stats=functools.partial(_black_box_stats, setup, canaries, res),
         shadow_stats=ctx.shadow_stats, shadow_in=ctx.shadow_in,
         final_shift=_final_shift(setup, canaries, res) if ctx.hidden else None)

@@ -20,7 +20,7 @@ DP-SGD's sensitivity, and the accountant's guarantee, are those of the autograd 
 
 :func:`for_model` returns the closed form for a known architecture, or None (the trainer then uses
 ``vmap(grad)``): LogisticRegression, MLP without active dropout, SmallCNN (stride-1 "same" conv,
-2×2 average pool).
+2×2 average pool), and any of them wrapped in :class:`attacks.models.Slotted` (0 on the slots).
 """
 
 from __future__ import annotations
@@ -152,12 +152,32 @@ def _cnn(names: list[str], conv: nn.Conv2d) -> GhostFn:
     return fn
 
 
-def for_model(model: nn.Module) -> GhostFn | None:
+def _slotted(inner: GhostFn, slots: str, m: int) -> GhostFn:
+    """The closed form of a :class:`attacks.models.Slotted` model: the inner model's, and 0 on the slots
+    (the forward pass never reads them, so every per-example gradient is 0 there)."""
+
+    def fn(p: dict[str, Tensor], x: Tensor, y: Tensor):
+        sq, inner_sum = inner(p, x, y)
+
+        def weighted_sum(w: Tensor) -> dict[str, Tensor]:
+            return {**inner_sum(w), slots: w.new_zeros(w.shape[0], m)}
+
+        return sq, weighted_sum
+
+    return fn
+
+
+def for_model(model: nn.Module, prefix: str = "") -> GhostFn | None:
     """The closed form for ``model``'s architecture, or None when it has none here (use autograd).
 
-    Only the exact classes of :mod:`attacks.models` qualify (a subclass may change ``forward``).
+    Only the exact classes of :mod:`attacks.models` qualify (a subclass may change ``forward``), and a
+    :class:`attacks.models.Slotted` wrapper of one of them. ``prefix``: the parameter names' prefix
+    (the wrapped model's "model.").
     """
-    names = [name for name, _ in model.named_parameters()]
+    if type(model) is _models.Slotted:
+        inner = for_model(model.model, prefix + "model.")
+        return None if inner is None else _slotted(inner, prefix + _models.Slotted.SLOTS, model.padding.slots.numel())
+    names = [prefix + name for name, _ in model.named_parameters()]
     if type(model) is _models.LogisticRegression:
         return _logistic(names)
     if type(model) is _models.MLP and (model.dropout.p == 0.0 or not model.training):

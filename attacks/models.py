@@ -27,14 +27,17 @@ from accountants.errors import InputError
 
 __all__ = [
     "Init",
+    "Slotted",
     "flatten",
     "init_params",
     "logistic_regression",
     "logits",
     "mlp",
     "num_params",
+    "slot_coordinates",
     "small_cnn",
     "unflatten",
+    "with_slots",
 ]
 
 
@@ -73,6 +76,58 @@ class SmallCNN(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         return self.out(self.pool(torch.tanh(self.conv(x))).flatten(1))
+
+
+class Slotted(nn.Module):
+    """``model`` with m extra parameters ``slots`` that the forward pass never reads.
+
+    The slots are structurally quiet: every per-example gradient is exactly 0 on them at every
+    parameter value, so the natural records' clipping norms, clipped sums and updates are those of
+    ``model``, and DP-SGD on the slotted model is DP-SGD on ``model`` plus m coordinates that hold
+    nothing but the canaries' contributions and the noise (σC per coordinate, like every other).
+    A Dirac gradient canary on a slot therefore never collides with a natural record (docs/worst-case.md,
+    "One run at scale"). The slots come last in the flat parameter vector (:func:`slot_coordinates`) and
+    are initialised to 0 under every :class:`Init` (no draw: the natural parameters get the draws of
+    ``model`` alone).
+    """
+
+    SLOTS = "padding.slots"  # the slots' parameter name (a submodule after ``model``: they come last)
+
+    def __init__(self, model: nn.Module, slots: int) -> None:
+        super().__init__()
+        self.model = model  # registered first: its parameters keep their order and come first
+        self.padding = _Padding(slots, next(model.parameters()).dtype)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.model(x)
+
+
+class _Padding(nn.Module):
+    """The slots of a :class:`Slotted` model (a module of their own, so they come after the model's)."""
+
+    def __init__(self, slots: int, dtype: torch.dtype) -> None:
+        super().__init__()
+        self.slots = nn.Parameter(torch.zeros(slots, dtype=dtype))
+
+
+def with_slots(model: nn.Module, slots: int) -> Slotted:
+    """``model`` with ``slots`` ≥ 1 quiet parameter coordinates appended (:class:`Slotted`)."""
+    check.integer(1, None, slots=slots)
+    if isinstance(model, Slotted):
+        raise InputError("model already has slots; give the unslotted model and the total number of slots")
+    return Slotted(model, slots)
+
+
+def slot_coordinates(model: nn.Module) -> Tensor:
+    """(m,) int64 flat coordinates of a :class:`Slotted` model's slots (the last m of its D parameters)."""
+    if not isinstance(model, Slotted):
+        raise InputError(f"model must be a Slotted model (attacks.models.with_slots); got {type(model).__name__}")
+    start = 0
+    for name, p in model.named_parameters():
+        if name == Slotted.SLOTS:
+            return torch.arange(start, start + p.numel(), dtype=torch.int64)
+        start += p.numel()
+    raise AssertionError("a Slotted model has its slots")  # pragma: no cover
 
 
 def logistic_regression(in_features: int, num_classes: int) -> nn.Module:
@@ -157,8 +212,12 @@ def init_plan(model: nn.Module, init: Init = Init.DEFAULT,
             bound = 1.0 / math.sqrt(mod.weight[0].numel())  # kaiming_uniform(a=√5) == U(±1/√fan_in)
             for p_name, _ in mod.named_parameters(recurse=False):
                 bounds[f"{mod_name}.{p_name}" if mod_name else p_name] = bound
-    plan = []
+    quiet = {Slotted.SLOTS} if isinstance(model, Slotted) else set()  # Slotted: zeros under every init, no draw
+    plan: list[tuple[str, torch.Size, torch.dtype, float | None]] = []
     for name, p in model.named_parameters():
+        if name in quiet:
+            plan.append((name, p.shape, dtype or p.dtype, None))
+            continue
         if init is not Init.ZEROS and name not in bounds:
             raise InputError(f"no default initialisation known for parameter {name!r}; use Init.ZEROS")
         plan.append((name, p.shape, dtype or p.dtype, None if init is Init.ZEROS else bounds[name]))

@@ -82,7 +82,7 @@ fault = "none"                # a deliberately broken trainer (attacks/faults.py
 fault_factor = 2.0            # noise_missing_factor and clip_norm_mismatch only
 
 [canary]
-kind = "dirac"                # dirac (gradient) | mislabelled | blank | mean_image | out_of_distribution (input)
+kind = "dirac"                # dirac | dirac_slots (gradient) | mislabelled | blank | mean_image | out_of_distribution
 norm = 1.0                    # gradient canaries: norm in units of clip_norm
 count = 1                     # canaries per run (one_run game: m)
 
@@ -264,6 +264,9 @@ def _consistent_user_trainer(c: VariantConfig, where: str) -> None:
                          f"(attack.score {_words(tuple(s for s in white if s != 'step_spread'))}, or 'step_spread' "
                          "with canary.kind 'dirac'), with audit.game 'multi_run' or 'one_run'; leave [canary] and "
                          "[attack] out for the recommended design")
+    if can.kind == "dirac_slots":
+        raise InputError(f"{where}canary.kind 'dirac_slots' pads dpaudit's own model with quiet parameters; a user "
+                         "trainer's gradient canaries are the hook's: canary.kind 'dirac'")
     if not black and gradient and t.sampling != "poisson":
         raise InputError(f"{where}the gradient-canary hook of a user trainer needs training.sampling 'poisson' "
                          f"(it samples the canaries at the claimed rate); got {t.sampling!r}")

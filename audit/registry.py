@@ -11,7 +11,7 @@ entry is one registered definition (plus its test) and nothing else:
 - a threshold strategy: :func:`register_strategy` here (its builder from the audit seed).
 
 >>> sorted(canaries())
-['blank', 'dead_feature', 'dirac', 'mean_image', 'mislabelled', 'out_of_distribution']
+['blank', 'dead_feature', 'dirac', 'dirac_slots', 'mean_image', 'mislabelled', 'out_of_distribution']
 >>> score_names("black_box")
 ['confidence', 'lira', 'loss']
 """
@@ -144,6 +144,9 @@ def _dirac(model, params0, data, m, norm, generator):
 
 
 register_canary("dirac", "gradient", _dirac, "a gradient on one quiet coordinate (white box, Nasr et al. 2023)")
+register_canary("dirac_slots", "gradient", lambda model, p0, d, m, norm, g: canaries_mod.dirac_slots(model, norm=norm),
+                "a gradient on its own slot, one of m parameters appended to dpaudit's model that the forward pass "
+                "never reads (white box; collides with nothing, so the canaries do not interact: docs/worst-case.md)")
 register_canary("mislabelled", "input", lambda model, p0, d, m, norm, g: canaries_mod.mislabelled(d, m, generator=g),
                 "a natural record with a wrong label")
 register_canary("blank", "input", lambda model, p0, d, m, norm, g: canaries_mod.blank(d, m, generator=g),

@@ -187,7 +187,7 @@ def one_run_lines(result: RunResult) -> list[str]:
                     f"{st.epsilon:.4g}; not an eps lower bound)")
             cert = "" if st.epsilon_certifiable is None else f", eps_certifiable {st.epsilon_certifiable:.4g}"
             used = "in eps_lower" if st.in_epsilon_lower else "not in eps_lower"
-            why = f" (assumes {st.assumption})" if st.assumption and not st.in_epsilon_lower else ""
+            why = f" (assumes {st.assumption})" if st.assumption else ""
             out.append(f"  {a.name}: {st.name}: {what} at {format_confidence(st.confidence)}{cert}; {used}{why}")
     return (["one-run statistics (which certified what):", *out]) if out else []
 

@@ -36,6 +36,8 @@ import accountants as acc
 from accountants import describe
 from accountants.errors import InputError
 from accountants.events import DPSGD
+from accountants.sampling import Poisson
+from attacks import canaries as canaries_mod
 from attacks import conformance_record, dpsgd, games, models, plugin, replay, worst_case
 from attacks import data as data_mod
 from attacks import faults as faults_mod
@@ -48,9 +50,11 @@ from .runconfig import AuditConfig, ClaimConfig, RunConfig, VariantConfig
 
 __all__ = ["CERTIFIABLE_REPLICATES", "Asked", "BuiltIn", "Prepared", "RunError", "UserTrainer", "assemble",
            "audit_variant", "build", "certifiable_curves", "check_claim", "execute", "execute_config", "game_input",
+           "independence_vouched",
            "load_result", "prepare", "spec_of"]
 
 CONFIG_FILE, RESULT_FILE = "config.toml", model.RESULT_FILE
+SLOT_CANARY = "dirac_slots"  # the canary kind whose model :func:`build` pads with one quiet slot per canary
 
 
 class RunError(InputError):
@@ -122,6 +126,8 @@ def build(v: VariantConfig) -> tuple[games.Setup, Any, Any, list]:
         c = worst_case.crafted(spec_of(v), dim, clip_norm=can.norm * t.clip_norm)
         d = d.subset(slice(0, 0))  # Poisson needs no other record; fixed size: all n_records are crafted
     else:  # the canary kind's registered builder
+        if can.kind == SLOT_CANARY:  # m parameters the forward pass never reads, one canary on each
+            model = models.with_slots(model, can.count)
         info_c = registry.canaries()[can.kind]
         p0 = {k: val[0] for k, val in models.init_params(model, 1, gen).items()} if info_c.kind == "gradient" \
             else None
@@ -198,6 +204,42 @@ def _user_trainer(v: VariantConfig, trainer: str | Callable, fn: Callable | None
     ctx = plugin.Context(trainer, d, c, int(aud.seed), att.score, t.trainer_dir or None, spec_of(v),
                          att.threat_model, t.clip_norm, timeout, fn=fn)
     return UserTrainer(ctx, sequential=bool(aud.max_trials))
+
+
+INDEPENDENCE_REASON = (
+    "dpaudit's own DP-SGD with Poisson sampling (independent inclusion), distinct Dirac canaries on slots the "
+    "forward pass never reads, no fault, and a white-box score that reads each canary's own coordinate only: each "
+    "canary's observations are its own draws plus its own noise, independent of every other canary's bit "
+    "(docs/auditing.md, 'When dpaudit vouches')")
+"""Why :func:`independence_vouched` vouches (the text result.json and the report carry)."""
+
+_OWN_COORDINATE_SCORES = ("llr", "inner_product")  # white-box scores that read each canary's own observations only
+
+
+def independence_vouched(game: BuiltIn | UserTrainer, v: VariantConfig, score: str) -> str | None:
+    """Why the one-run canaries of this audit do not interact (:data:`INDEPENDENCE_REASON`), or None.
+
+    dpaudit vouches exactly when the structure guarantees it: its own trainer (never a user's), the
+    one-run game, honest Poisson sampling (not fixed size, shuffle, truncated Poisson or random
+    allocation, whose batches couple the canaries), no fault of :mod:`attacks.faults`, the white-box
+    threat model with ``dirac_slots`` canaries (:class:`attacks.canaries.DiracCanaries` on the slots of a
+    :class:`attacks.models.Slotted` model), and a score that reads each canary's own observations
+    (``llr``, ``inner_product``). Then canary j's observation at step t is (its draws)·a + σ·z_{t,j} with
+    z_{t,j} the noise of its own coordinate, E|B| = qN fixed: a function of its own bit and of randomness
+    no other canary sees.
+    """
+    if not isinstance(game, BuiltIn) or v.audit.game != "one_run":
+        return None
+    setup, c = game.setup, game.canaries
+    if type(setup.spec.sampling) is not Poisson or setup.fault is not None:
+        return None
+    if v.attack.threat_model != "white_box" or score not in _OWN_COORDINATE_SCORES:
+        return None
+    if not isinstance(c, canaries_mod.DiracCanaries) or not isinstance(setup.model, models.Slotted):
+        return None
+    if not torch.equal(c.coordinates, models.slot_coordinates(setup.model)):
+        return None
+    return INDEPENDENCE_REASON
 
 
 def _plugin_game(ctx: plugin.Context, aud: AuditConfig, run_dir: Path, progress: bool, backend: Any = None,
@@ -494,7 +536,13 @@ def audit_variant(v: VariantConfig, run_dir: Path, *, progress: bool = False,
                                                 significance=s, strategy=_strategy(aud.threshold, int(aud.seed)),
                                                 curves=curves)
         else:
-            cmp = comparator.compare_one_run(sc, out.truth, spec, delta=aud.delta, significance=s, curves=curves)
+            why = independence_vouched(game, v, name)
+            cmp = comparator.compare_one_run(sc, out.truth, spec, delta=aud.delta, significance=s, curves=curves,
+                                             independent_canaries=why is not None)
+            if why is not None:  # the result and the report say why the order statistic entered ε_lower
+                cmp.one_run_statistics = tuple(
+                    dataclasses.replace(x, assumption=f"{x.assumption}; vouched by dpaudit: {why}")
+                    if x.in_epsilon_lower and x.assumption else x for x in cmp.one_run_statistics)
         if seq is not None:  # computed at the deciding look's level; all looks hold jointly at the audit's confidence
             cmp = _restated(cmp, 1 - v.audit.significance)
     asked = Asked(v.name, out.design, out.threat, name, v.canary.kind, faults_mod.describe(_fault(v)), spec,
@@ -699,7 +747,7 @@ def _certifiable(lb: statistics.EpsilonLowerBound, curves: comparator.Curves, as
     replicates: Callable[[acc.TradeOff], np.ndarray]
     if design is games.Design.ONE_RUN:  # m canaries in one run: the same guesses statistic on canonical scores
         sig = asked.significance if lb.confidence == 1 - asked.significance else 1 - lb.confidence  # a split s
-        stat = "order" if lb.method == "one_run_order" else "steinke"
+        stat = tightness.ONE_RUN_METHOD_STATISTIC.get(lb.method, "steinke")  # the bound behind ε_lower
 
         def replicates(f: acc.TradeOff) -> np.ndarray:
             return tightness.certifiable_one_run_replicates(f, lb.n_in + lb.n_out, delta=asked.delta,
