@@ -5,20 +5,22 @@ Dirac gradient canaries, each on its own slot (``[canary] kind = "dirac_slots"``
 pass never reads, attacks.models.Slotted), each in with probability ½; the score is the per-canary
 white-box log-likelihood ratio (``llr``). The audit is exactly ``dpaudit run`` on the config printed per row
 (audit.runs.audit_variant): Poisson sampling, no fault, slots and the LLR, so dpaudit vouches that the
-canaries do not interact (docs/auditing.md, "When dpaudit vouches") and Xiang et al.'s order statistic
-enters ε_lower beside Steinke's (each at s/2).
+canaries do not interact (docs/auditing.md, "When dpaudit vouches") and Xiang et al.'s order statistic and
+the continuous-score bound enter ε_lower beside Steinke's (each at s/3).
 
 Per statistic (95 %, δ = 1e-5):
 
 * steinke: Steinke, Nasr, Jagielski 2023 (ε lower bound; in ε_lower);
 * order: Xiang et al. 2025, (ε, δ) form (ε lower bound; in ε_lower when vouched);
+* scores: the continuous-score bound (audit.statistics.one_run_scores: the multi-run boxes on the canaries'
+  scores; ε lower bound; in ε_lower when vouched); scores_gdp: its μ-GDP form (the family caveat below);
 * order_gdp: Xiang et al., μ-GDP family form: ε of the refuted GDP curve, CONDITIONAL ON THE FAMILY (an ε lower
   bound only for a GDP-shaped mechanism; reported, never in ε_lower);
 * fdp_gdp: Mahloujifar et al. 2024's f-DP μ bound, ε of the refuted GDP curve (the same caveat).
 
 ε_tight: the accountant's PLD ε of the claim; ε_certifiable: the same statistic replayed on the accountant's
 curve per ordered direction with the same m (audit.tightness.certifiable_one_run_replicates, median of 21),
-for the two ε statistics. Wall time: the whole audit (training, scores, statistics, ε_certifiable).
+for the three ε statistics. Wall time: the whole audit (training, scores, statistics, ε_certifiable).
 
 Usage::
 
@@ -66,7 +68,8 @@ def row(spec: str, m: int, n_records: int, seed: int) -> None:
           f"peak RSS {rss:.2f} GB, load {load0:.2f} → {os.getloadavg()[0]:.2f}")
     print(f"  {'statistic':<34} {'ε':>7} {'ε_cert':>7} {'ε/ε_tight':>9} {'ε/ε_cert':>8} {'in ε_lower':>10}")
     for st in res.one_run_statistics:
-        label = {"steinke": "steinke", "order": "order (ε,δ)",
+        label = {"steinke": "steinke", "order": "order (ε,δ)", "scores": "scores (ε,δ)",
+                 "scores_gdp": "scores_gdp (conditional on GDP family)",
                  "order_gdp": "order_gdp (conditional on GDP family)",
                  "fdp_gdp": "fdp_gdp μ bound (GDP family)"}.get(st.name, st.name)
         eps = st.epsilon
