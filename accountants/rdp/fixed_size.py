@@ -134,7 +134,7 @@ def rdp_gaussian_replacement(alpha: Tensor | float, sigma: Tensor | float) -> Te
     """
     alpha = as_float(alpha)
     sigma = as_float(sigma, like=alpha)
-    return 2.0 * alpha / sigma**2
+    return 2.0 * alpha / sigma / sigma  # not / sigma**2: it overflows for σ ≳ 1e154, and ∞/∞ = NaN at α = ∞
 
 
 # ----------------------------------------------------------------- FSwoR, add/remove
@@ -666,7 +666,7 @@ def _beyond_series(fn, a: Tensor, s: Tensor, *rest: Tensor,
     orders, σ ≲ 1e-154 or ≳ 1e154) the unsubsampled Gaussian bound c·α/σ² of the sampler
     (c = 2: batch sum moves by ≤ 2C; c = 2b²: with replacement, ≤ 2bC), named as that theorem."""
     coef, name = trivial
-    triv = coef * a / (s * s)
+    triv = coef * a / s / s  # not / (s * s): s² overflows for s ≳ 1e154, and ∞/∞ = NaN at α = ∞
     ok = (a <= MAX_SERIES_ORDER) & (triv > 0) & torch.isfinite(triv)
     if bool(ok.all()):
         return fn(a, s, *rest)

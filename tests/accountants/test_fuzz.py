@@ -183,3 +183,12 @@ def test_public_functions_raise_input_errors_only(data):
 def test_rdp_curve_huge_orders(orders):
     out = acc.rdp_curve(acc.DPSGD(1.0, acc.Poisson(0.01), 3), torch.tensor(orders, dtype=F64))
     _no_nan(out)
+
+
+@pytest.mark.parametrize("replace", [False, True])
+def test_fixed_size_rdp_at_infinite_order_and_huge_sigma_is_infinite_not_nan(replace):
+    """A random Hypothesis run found α = ∞ with σ = 1e300: c·α/σ² read ∞/∞ (σ² overflows) = NaN. The RDP of a
+    Gaussian at α = ∞ is ∞ (Mironov 2017, Prop. 7: α/(2σ²) grows without bound in α), at any σ; finite orders
+    stay finite (here 0 after underflow: 2·3/1e600)."""
+    out = acc.fixed_size_step_rdp(torch.tensor([math.inf, 3.0], dtype=torch.float64), 1e300, 1, 2, replace=replace)
+    assert out.rdp[0] == math.inf and out.rdp[1] == 0.0
