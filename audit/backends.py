@@ -169,9 +169,29 @@ class Process(Backend):
                     raise BackendError("a worker process of the process backend died; every finished chunk is "
                                        "saved: run again with --resume to train the missing ones") from err
                 yield futures[fut], result
+        except BaseException:  # an error, an interrupt or a consumer that stopped early: nothing more is wanted
+            self._abort()
+            raise
         finally:
             for fut in futures:
                 fut.cancel()
+
+    def _abort(self) -> None:
+        """Stop the pool now: terminate its workers instead of waiting for the chunks already queued to them.
+
+        A graceful shutdown after a failed trial waited for the worker's queued chunk, and the interpreter's exit
+        for the pool's manager thread: a trainer hung in native code, or an executor stuck in its own shutdown,
+        kept the driver alive past its error (seen: ``check --backend process --trial-timeout 1`` on a sleeping
+        trainer printed its error and stayed until killed). Finished chunks are already on disk."""
+        pool, self._pool = self._pool, None
+        if pool is None:
+            return
+        procs = list((getattr(pool, "_processes", None) or {}).values())
+        pool.shutdown(wait=False, cancel_futures=True)
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            p.join(timeout=5)
 
 
 # ------------------------------------------------------------------------------------------ Ray

@@ -109,6 +109,27 @@ class _DriverKilledAfter(backends.Local):
             yield item, res
 
 
+def _fail_or_sleep(context, item):
+    """Item 0 fails at once; every other item would sleep for ten minutes."""
+    if item == 0:
+        raise ValueError("trial 0 failed")
+    time.sleep(600)
+    return item
+
+
+def test_a_failed_item_stops_the_pool_instead_of_waiting_for_queued_ones():
+    """After an error the process backend terminates its workers: a graceful shutdown waited for the chunk already
+    queued to the worker (here 10 minutes), and `check --backend process --trial-timeout 1` on a sleeping trainer
+    printed its error and stayed alive until killed."""
+    b = backends.Process(1)
+    t0 = time.monotonic()
+    with pytest.raises(ValueError, match="trial 0 failed"):
+        for _ in b.map(_fail_or_sleep, None, range(4)):
+            pass
+    assert time.monotonic() - t0 < 60 and b._pool is None
+    b.close()  # idempotent after the abort
+
+
 def _game(run_dir, backend=None):
     d = data.digits().subset(slice(0, 40))
     setup = games.Setup(acc.DPSGD(1.0, acc.Poisson(0.5), steps=3), models.logistic_regression(64, 10), d)
