@@ -85,6 +85,11 @@ is a multiple of the noisy sum (from a state of zeros). Adam's (and RMSprop's) f
 lr·g/(|g| + ε) per coordinate, about lr·sign(g), which compresses the variance of a coordinate that carries
 a mean, so the batch-law test's variance bound fails there; it is skipped when the state gate fires or
 when the first update's noise scale varies less than Gaussian noise's χ² law allows (:func:`_nonlinear`).
+An optimizer without a first-moment state (RMSprop; Adam with β1 = 0) leaves fresh-noise shares the state gate
+cannot tell from SGD's, but from step 2 on it rescales each coordinate by a history of that coordinate's own
+gradients, which no null below models; its sign-like step 1 is what the :func:`_nonlinear` gate sees, and when that
+gate fires the tests are read as under the state gate (sampling skipped, step 1 only). A plain-SGD trainer, buggy
+or not, moves by a linear image of Gaussian noise at step 1, so the gate fires on it with probability ≈ 3·10⁻⁵.
 The tests that read a mean shift at step 1 (contribution, total contribution, canary effect) keep their
 nulls under any per-coordinate map f that is odd, non-decreasing, with f' even and decreasing in |x|
 (Adam's step 1): E f(b + a + N) − E f(b + N) ≤ |a|·√(E f(N)²)/s for N ~ N(0, s²) (Anderson's theorem,
@@ -722,8 +727,12 @@ def run_tests(records: Sequence[JSONObject], spec: DPSGD, significance: float, s
     rate, sigma = inclusion_rate(spec), float(spec.noise_multiplier)
     noisy = np.flatnonzero((a["ss"] > 0).all(axis=0))  # steps with noise on R in every trial
     state = _state(a)
-    early = noisy[:1] if state is not None else noisy
-    skip_sampling = state
+    nonlinear = _nonlinear(a, state)
+    # an optimizer with state, or one whose step 1 is a non-linear image of the noisy sum (RMSprop, Adam with beta1 = 0:
+    # per-coordinate rescaling by a history the state gate does not see), is read at step 1 only (module doc)
+    adaptive = state if state is not None else nonlinear
+    early = noisy[:1] if adaptive is not None else noisy
+    skip_sampling = adaptive
     if skip_sampling is None and spec.sampling.__class__.__name__ == "Shuffle":
         skip_sampling = "shuffled batches are dependent across steps by design: the independence test does not apply"
     if skip_sampling is None and isinstance(spec.sampling, RandomAllocation):
@@ -740,14 +749,14 @@ def run_tests(records: Sequence[JSONObject], spec: DPSGD, significance: float, s
              _result("scale_fixed", "", None, None, level, "not tested", "no step with noise on R"),
              _noise_every_tensor(a, early, level),
              _noise_fresh(a, level),
-             _batch_law(records, a, spec, level, noisy, _nonlinear(a, state)),
+             _batch_law(records, a, spec, level, noisy, nonlinear),
              _canary_effect(records, early, sigma, level, None if isinstance(spec.sampling, Poisson) else
                             "the probe runs under Poisson claims only"),
              replay.test(replayed, sigma, level))
     notes = [f"read from {'the recorded privatised gradients' if a['mode'] == 'record_update' else 'θ_(t-1) - θ_t'}; "
              f"{len(records)} trials, {a['y'].shape[1]} steps, |R| = {a['df']} reference coordinates"]
-    if state is not None:
-        notes.append(state)
+    if adaptive is not None:
+        notes.append(adaptive)
     if a["gnorm_min"] < 1.0:
         notes.append(f"the canary's gradient fell to {a['gnorm_min']:.2f} C at some step (not clipped there); the "
                      "sampling test assumes a constant clipped contribution")

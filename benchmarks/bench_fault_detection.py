@@ -58,9 +58,11 @@ black-box result from ``sequential``'s JSONL.
 ``conformance`` runs the white-box default's third audit (issue 25, audit/conformance.py): the
 dead_feature canary on the audit's own smaller dataset (``conformance.natural_records``: 40 records at
 q = 0.5; ``conformance_record.copied_records``: 31 copies of record 0 and one record of each other class),
-its ε audit and its premise tests at the default's levels, on every trainer of the zoo (14 bugs, 7
-correct trainers: hand-written, Opacus, momentum and Adam each with and without ``audit.record_update``,
-a seeded random start).
+its ε audit and its premise tests at the default's levels, on every trainer of the zoo (17 bugs, 15
+correct trainers: hand-written, Opacus, momentum, Adam, AdamW, RMSprop and Nesterov momentum each with and
+without ``audit.record_update``, a seeded random start, an L2 term in each example's loss, Adam with β1 = 0 and a
+large ε). Three bugs sit on an optimizer with state: noise added to the parameters after a momentum or RMSprop step
+(the state carries noise-free sums), and AdamW after clipping the summed gradient.
 """
 
 from __future__ import annotations
@@ -119,10 +121,41 @@ BUGS = {
     "adam_norecord": "correct DP-Adam (as adam_correct); does not call audit.record_update",
     # a correct trainer with a random start (θ_0 differs per trial: the step-1 directions do too)
     "random_init_correct": "correct DP-SGD from a seeded random start N(0, 0.1²) per parameter",
+    # more optimizers with state, each on the privatised gradient (post-processing), as torch.optim computes them
+    "rmsprop_correct": "correct DP-RMSprop (torch.optim.RMSprop: lr 0.01, alpha 0.99, eps 1e-8); records its "
+                       "privatised gradient",
+    "rmsprop_norecord": "correct DP-RMSprop (as rmsprop_correct); does not call audit.record_update",
+    "adamw_correct": "correct DP-AdamW (torch.optim.AdamW: lr 0.05, betas 0.9/0.999, eps 1e-8, decoupled weight "
+                     "decay 0.01); records its privatised gradient",
+    "adamw_norecord": "correct DP-AdamW (as adamw_correct); does not call audit.record_update",
+    "nesterov_correct": "correct DP-SGD with Nesterov momentum 0.9 and weight decay 5e-4 added by the optimizer "
+                        "(torch.optim.SGD); records its privatised gradient",
+    "nesterov_norecord": "correct DP-SGD with Nesterov momentum (as nesterov_correct); does not call "
+                         "audit.record_update",
+    "l2_example_correct": "correct DP-SGD whose per-example loss carries an L2 term 0.01/2·|θ|² (its gradient "
+                          "0.01·θ added to every example's gradient before clipping, as per-sample autograd gives)",
+    # a correct DP-Adam that the θ-difference reading models worst (issue 25): β1 = 0 (no first-moment state, so the
+    # state gate may miss it) and ε equal to the per-coordinate noise std of the gradient it is handed (step 1 a soft
+    # sign, between the linear map and the sign); no audit.record_update
+    "adam_eps_norecord": "correct DP-Adam with beta1 = 0, beta2 0.999 and eps = 2·sigma·C/B (twice the noise std per "
+                         "coordinate of the gradient it steps on); does not call audit.record_update",
+    # real bugs on top of an optimizer with state
+    "momentum_noise_after": "heavy-ball momentum 0.9 on the clipped (noise-free) sum; the noise, std lr·sigma·C/B, "
+                            "added to the parameters after the step (the momentum buffer never sees the noise)",
+    "adamw_clip_sum": "AdamW after clip_grad_norm_(C) on the summed batch gradient (not each example), noise on; "
+                      "does not call audit.record_update",
+    "rmsprop_noise_after": "RMSprop on the clipped (noise-free) mean gradient; the noise, std lr·sigma·C/B, added to "
+                           "the parameters after the step (its second moment never sees the noise)",
 }
 CORRECT = ("correct", "opacus_correct", "momentum_correct", "momentum_norecord", "adam_correct", "adam_norecord",
-           "random_init_correct")
+           "random_init_correct", "rmsprop_correct", "rmsprop_norecord", "adamw_correct", "adamw_norecord",
+           "nesterov_correct", "nesterov_norecord", "l2_example_correct", "adam_eps_norecord")
 ADAM_LR, ADAM_BETAS, ADAM_EPS = 0.05, (0.9, 0.999), 1e-8
+RMSPROP_LR, RMSPROP_ALPHA = 0.01, 0.99
+ADAMW_DECAY, NESTEROV_DECAY, L2_EXAMPLE = 0.01, 5e-4, 0.01
+# adam_eps_norecord's ε in units of the noise std σC/B: 2 puts step 1's mean |u| / rms u on R at 0.87, under the replay
+# check's shape gate (0.9; 1 gives 0.90, the sign 1.00, the linear map 0.80)
+ADAM_EPS_NOISE = 2.0
 
 
 class Trainer:
@@ -145,7 +178,7 @@ class Trainer:
         if audit is not None:
             audit.record([w, b])
         reused = mask0 = order = vel = None
-        adam = _Adam(ADAM_LR, ADAM_BETAS, ADAM_EPS) if bug.startswith("adam") else None
+        opt = _optimizer(bug)
         q, bsz = Q, B
         if bug == "opacus_rate":  # PrivacyEngine.make_private: q = 1/len(loader), expected batch int(N q)
             q = 1.0 / math.ceil(n / B)
@@ -170,9 +203,11 @@ class Trainer:
                 c = audit.canary_gradient([w, b])
                 if c is not None:
                     grads = [torch.cat([gi, ci[None]]) for gi, ci in zip(grads, c, strict=True)]
+            if bug == "l2_example_correct":  # the L2 term's gradient in every example's gradient, before clipping
+                grads = [gi + L2_EXAMPLE * p for gi, p in zip(grads, [w, b], strict=True)]
             flat = torch.cat([gi.flatten(1) for gi in grads], dim=1)
-            if bug in ("clip_sum", "accum_clip_sum"):
-                if bug == "clip_sum":
+            if bug in ("clip_sum", "accum_clip_sum", "adamw_clip_sum"):
+                if bug in ("clip_sum", "adamw_clip_sum"):
                     s = flat.sum(dim=0)
                 else:  # two micro-batches summed unclipped into one accumulator, then the accumulator clipped
                     half = flat.shape[0] // 2
@@ -203,7 +238,11 @@ class Trainer:
             if bug == "noise_every_other_step" and t % 2:
                 z = [torch.zeros_like(zi) for zi in z]
             noisy = [s + std * zi for s, zi in zip(sums, z, strict=True)]
-            if bug == "realised_batch_norm":
+            if bug.endswith("_noise_after"):  # the optimizer steps on the noise-free sum; the noise goes on θ after
+                assert opt is not None
+                upd = [(d + opt.lr * std * zi / bsz) / LR for d, zi in
+                       zip(opt.step([w, b], [s / bsz for s in sums]), z, strict=True)]
+            elif bug == "realised_batch_norm":
                 upd = [v / max(flat.shape[0], 1) for v in noisy]
             elif bug.startswith("momentum"):
                 if audit is not None and bug == "momentum_correct":
@@ -211,10 +250,10 @@ class Trainer:
                 vel = [v / bsz for v in noisy] if vel is None else [0.9 * m + v / bsz for m, v in
                                                                     zip(vel, noisy, strict=True)]
                 upd = vel
-            elif adam is not None:  # Adam on the privatised gradient (post-processing); its step is upd, lr included
-                if audit is not None and bug == "adam_correct":
+            elif opt is not None:  # the optimizer on the privatised gradient (post-processing); its step, lr included
+                if audit is not None and bug.endswith("_correct"):
                     audit.record_update(noisy)
-                upd = [u / LR for u in adam.step([v / bsz for v in noisy])]
+                upd = [u / LR for u in opt.step([w, b], [v / bsz for v in noisy])]
             else:
                 upd = [v / bsz for v in noisy]
             w = w - LR * upd[0]
@@ -227,16 +266,34 @@ class Trainer:
         return model
 
 
+def _optimizer(bug: str):
+    """The optimizer with state a zoo trainer steps with (None: plain SGD, or the inline heavy-ball momentum)."""
+    if bug.startswith("adamw"):
+        return _Adam(ADAM_LR, ADAM_BETAS, ADAM_EPS, decay=ADAMW_DECAY)
+    if bug == "adam_eps_norecord":  # β1 = 0; ε a multiple of the noise std per coordinate of the gradient it steps on
+        return _Adam(ADAM_LR, (0.0, ADAM_BETAS[1]), ADAM_EPS_NOISE * SIGMA * C / B)
+    if bug.startswith("adam"):
+        return _Adam(ADAM_LR, ADAM_BETAS, ADAM_EPS)
+    if bug.startswith("rmsprop"):
+        return _RMSprop(RMSPROP_LR, RMSPROP_ALPHA, ADAM_EPS)
+    if bug.startswith("nesterov"):
+        return _SGD(LR, 0.9, NESTEROV_DECAY, nesterov=True)
+    if bug == "momentum_noise_after":
+        return _SGD(LR, 0.9, 0.0, nesterov=False)
+    return None
+
+
 class _Adam:
     """Adam (Kingma & Ba 2015, Algorithm 1) as torch.optim.Adam computes it, on a list of gradients: returns the step
-    lr·m̂_t/(√v̂_t + ε) (bias-corrected moments), to be subtracted from the parameters."""
+    lr·m̂_t/(√v̂_t + ε) (bias-corrected moments), to be subtracted from the parameters. ``decay``: AdamW's decoupled
+    weight decay (Loshchilov & Hutter 2019, Algorithm 2; torch.optim.AdamW): lr·decay·θ added to the step."""
 
-    def __init__(self, lr: float, betas: tuple[float, float], eps: float) -> None:
-        self.lr, self.betas, self.eps, self.t = lr, betas, eps, 0
+    def __init__(self, lr: float, betas: tuple[float, float], eps: float, decay: float = 0.0) -> None:
+        self.lr, self.betas, self.eps, self.decay, self.t = lr, betas, eps, decay, 0
         self.m: list[torch.Tensor] | None = None
         self.v: list[torch.Tensor] | None = None
 
-    def step(self, grads: list[torch.Tensor]) -> list[torch.Tensor]:
+    def step(self, params: list[torch.Tensor], grads: list[torch.Tensor]) -> list[torch.Tensor]:
         b1, b2 = self.betas
         self.t += 1
         if self.m is None or self.v is None:
@@ -244,7 +301,39 @@ class _Adam:
         self.m = [b1 * m + (1 - b1) * g for m, g in zip(self.m, grads, strict=True)]
         self.v = [b2 * v + (1 - b2) * g * g for v, g in zip(self.v, grads, strict=True)]
         c1, c2 = 1 - b1 ** self.t, 1 - b2 ** self.t
-        return [self.lr * (m / c1) / ((v / c2).sqrt() + self.eps) for m, v in zip(self.m, self.v, strict=True)]
+        return [self.lr * self.decay * p + self.lr * (m / c1) / ((v / c2).sqrt() + self.eps)
+                for p, m, v in zip(params, self.m, self.v, strict=True)]
+
+
+class _RMSprop:
+    """RMSprop (Tieleman & Hinton 2012) as torch.optim.RMSprop computes it (no momentum, not centred): v ← αv + (1−α)g²,
+    step lr·g/(√v + ε); from zero state the first step is lr·g/(√(1−α)·|g| + ε), about 10·lr·sign(g)."""
+
+    def __init__(self, lr: float, alpha: float, eps: float) -> None:
+        self.lr, self.alpha, self.eps = lr, alpha, eps
+        self.v: list[torch.Tensor] | None = None
+
+    def step(self, params: list[torch.Tensor], grads: list[torch.Tensor]) -> list[torch.Tensor]:
+        a = self.alpha
+        v0 = self.v if self.v is not None else [torch.zeros_like(g) for g in grads]
+        self.v = [a * v + (1 - a) * g * g for v, g in zip(v0, grads, strict=True)]
+        return [self.lr * g / (v.sqrt() + self.eps) for g, v in zip(grads, self.v, strict=True)]
+
+
+class _SGD:
+    """SGD with momentum as torch.optim.SGD computes it (dampening 0): d = g + decay·θ; buf ← d at the first step,
+    then μ·buf + d; the step is lr·(d + μ·buf) with Nesterov (Sutskever et al. 2013), lr·buf without."""
+
+    def __init__(self, lr: float, momentum: float, decay: float, *, nesterov: bool) -> None:
+        self.lr, self.mu, self.decay, self.nesterov = lr, momentum, decay, nesterov
+        self.buf: list[torch.Tensor] | None = None
+
+    def step(self, params: list[torch.Tensor], grads: list[torch.Tensor]) -> list[torch.Tensor]:
+        d = [g + self.decay * p for g, p in zip(grads, params, strict=True)]
+        self.buf = d if self.buf is None else [self.mu * m + di for m, di in zip(self.buf, d, strict=True)]
+        if self.nesterov:
+            return [self.lr * (di + self.mu * m) for di, m in zip(d, self.buf, strict=True)]
+        return [self.lr * m for m in self.buf]
 
 
 class _Diagnostic:
@@ -759,6 +848,14 @@ def worst_case(bug: str, *, sigma: float = SIGMA, q: float = Q, steps: int = STE
       both change with the canary): no finite bound derived, the vacuous curve 0 (trivial);
     - ``float16_clip``: Δ ≤ 1.001·C, from the measured relative error 6.1e-4 of the float16 norm (``sensitivity``):
       an estimate, not a bound;
+    - ``adamw_clip_sum``: ``clip_sum``'s noisy sums, AdamW on them post-processing: DP-SGD σ/2 (upper);
+    - ``momentum_noise_after``: the steps release m_t + σC·z_t, m_t = Σ_{i≤t} β^(t−i)·s_i the noise-free clipped sums;
+      a record in every step moves m_t by at most C·(1 − β^t)/(1 − β), a Gaussian mechanism on the stacked m of
+      sensitivity C·√(Σ_t ((1 − β^t)/(1 − β))²) (≈ 14.2·C at β = 0.9, T = 10), which bounds every inclusion pattern
+      (a mixture is no easier to test than its hardest component): μ = that/(σC) (upper; subsampling unused);
+    - ``rmsprop_noise_after``: RMSprop's step normalises each coordinate of the noise-free sum (lr·s/√v): a
+      coordinate only the record reaches moves by about lr/√(1 − α) whatever its gradient's size, against noise
+      lr·σC/B: no finite bound derived (trivial);
     - ``correct`` (and the other correct trainers): the claim itself, DP-SGD σ (exact).
     """
     if bug not in BUGS and bug != "opacus_correct":
@@ -770,6 +867,13 @@ def worst_case(bug: str, *, sigma: float = SIGMA, q: float = Q, steps: int = STE
         return WorstCase("Δ = √2·C: DP-SGD σ/√2", "exact", spec=acc.DPSGD(sigma / math.sqrt(2), pois, steps))
     if bug in ("clip_sum", "accum_clip_sum"):
         return WorstCase("Δ = 2C (diameter of the C-ball): DP-SGD σ/2", "exact", spec=acc.DPSGD(sigma / 2, pois, steps))
+    if bug == "adamw_clip_sum":
+        return WorstCase("Δ = 2C, AdamW post-processing: DP-SGD σ/2", "upper", spec=acc.DPSGD(sigma / 2, pois, steps))
+    if bug == "momentum_noise_after":
+        beta = 0.9
+        echo = math.sqrt(sum(((1 - beta ** t) / (1 - beta)) ** 2 for t in range(1, steps + 1)))
+        return WorstCase(f"noise-free momentum released with noise: sensitivity {echo:.1f}·C over the steps", "upper",
+                         gdp=echo / sigma)
     if bug in ("mean_times_batch", "noise_div_batch_twice"):
         what = "Δ ≤ B·C" if bug == "mean_times_batch" else "noise σC/B"
         return WorstCase(f"{what}: DP-SGD σ/B", "upper" if bug == "mean_times_batch" else "exact",
@@ -794,8 +898,9 @@ def worst_case(bug: str, *, sigma: float = SIGMA, q: float = Q, steps: int = STE
         b_in = int((N_DATA + 1) / math.ceil((N_DATA + 1) / batch))
         return WorstCase("rate 1/3 and scale σC/33 with the canary", "trivial", exposed=1.0,
                          witness=scale_witness(batch / b_in, dims))
-    return WorstCase({"no_clipping": "Δ unbounded", "realised_batch_norm": "noise scale σC/|B_t| reveals |B_t|"}[bug],
-                     "trivial", exposed=1.0)
+    return WorstCase({"no_clipping": "Δ unbounded", "realised_batch_norm": "noise scale σC/|B_t| reveals |B_t|",
+                      "rmsprop_noise_after": "RMSprop normalises the noise-free sum per coordinate: Δ unbounded in "
+                                             "noise units"}[bug], "trivial", exposed=1.0)
 
 
 REACH_REPLICATES = 40

@@ -126,16 +126,24 @@ def test_momentum_without_record_update_is_skipped_not_rejected():
     assert any("state" in n for n in c.notes)
 
 
-def _trainer(noise_scale: float, rescale: bool = False, adam: str | None = None):
-    """The hand-written DP-SGD (4 steps); ``adam``: torch.optim.Adam on the privatised gradient, "record" calling
-    audit.record_update with it, "norecord" not."""
+_OPTIMIZERS = {  # torch.optim on the privatised gradient (post-processing), each with state
+    "adam": lambda ps: torch.optim.Adam(ps, lr=0.05),
+    "adamw": lambda ps: torch.optim.AdamW(ps, lr=0.05, weight_decay=0.01),
+    "rmsprop": lambda ps: torch.optim.RMSprop(ps, lr=0.01),
+    "nesterov": lambda ps: torch.optim.SGD(ps, lr=0.5, momentum=0.9, nesterov=True, weight_decay=5e-4),
+}
+
+
+def _trainer(noise_scale: float, rescale: bool = False, adam: str | None = None, optimizer: str = "adam"):
+    """The hand-written DP-SGD (4 steps); ``adam``: torch.optim's ``optimizer`` (_OPTIMIZERS) on the privatised
+    gradient, "record" calling audit.record_update with it, "norecord" not."""
     def train(x, y, *, seed, audit=None):
         g = torch.Generator().manual_seed(seed)
         w, b = torch.zeros(10, x.shape[1]), torch.zeros(10)
         opt = None
         if adam is not None:
             w, b = w.requires_grad_(), b.requires_grad_()
-            opt = torch.optim.Adam([w, b], lr=0.05)
+            opt = _OPTIMIZERS[optimizer]([w, b])
         if audit is not None:
             audit.record([w, b])
         for _ in range(4):
@@ -150,7 +158,7 @@ def _trainer(noise_scale: float, rescale: bool = False, adam: str | None = None)
             noisy = [s + noise_scale * 3.0 * torch.randn(s.shape, generator=g) for s in sums]
             if opt is None:
                 w, b = w - 0.5 * noisy[0] / 50, b - 0.5 * noisy[1] / 50
-            else:  # Adam on the privatised gradient: post-processing
+            else:  # the optimizer on the privatised gradient: post-processing
                 if audit is not None and adam == "record":
                     audit.record_update(noisy)
                 w.grad, b.grad = noisy[0] / 50, noisy[1] / 50
@@ -161,10 +169,11 @@ def _trainer(noise_scale: float, rescale: bool = False, adam: str | None = None)
     return train
 
 
-def _game(noise_scale: float, n: int, *, rescale: bool = False, n_records: int = 100, adam: str | None = None):
+def _game(noise_scale: float, n: int, *, rescale: bool = False, n_records: int = 100, adam: str | None = None,
+          optimizer: str = "adam"):
     d = data.digits().subset(slice(0, n_records))
     can = conformance_record.dead_feature(d, 1, value=10.0, generator=torch.Generator().manual_seed(0))
-    ctx = plugin.Context(_trainer(noise_scale, rescale, adam), d, can, 0, "inner_product", None,
+    ctx = plugin.Context(_trainer(noise_scale, rescale, adam, optimizer), d, can, 0, "inner_product", None,
                          acc.DPSGD(3.0, acc.Poisson(0.5), 4), "white_box", 1.0)
     return plugin.multi_run_game(ctx, n_trials=n, progress=False)
 
@@ -420,20 +429,26 @@ def test_probe_is_skipped_on_a_shape_mismatch_and_without_the_hook():
     assert t.skipped and "never calls" in t.skipped and not t.rejected
 
 
+@pytest.mark.parametrize("optimizer", ["adam", "adamw", "rmsprop", "nesterov"])
 @pytest.mark.parametrize("adam", ["norecord", "record"])
-def test_adam_trainer_passes_gated_without_record_update(adam):
-    # torch.optim.Adam on the privatised gradient (privacy-neutral post-processing), 60 trials of 4 steps: without
-    # audit.record_update the fresh-noise gate sees its state (β1 = 0.9) and the tests read step 1 only (the
-    # sampling test skipped); with it they read the noisy sums. docs/fault-detection.md, "Optimizers with state".
-    recs = _game(1.0, 60, adam=adam).metadata["conformance"]
+def test_stateful_optimizer_passes_gated_without_record_update(adam, optimizer):
+    # torch.optim's optimizers with state on the privatised gradient (privacy-neutral post-processing), 60 trials of
+    # 4 steps: without audit.record_update the fresh-noise gate sees a first-moment state (Adam, AdamW, Nesterov
+    # momentum) and the tests read step 1 only (the sampling test skipped); RMSprop carries no first moment, so that
+    # gate misses it, and the non-linear step-1 gate (a sign per coordinate) does the same. With record_update they
+    # read the noisy sums. docs/fault-detection.md, "Optimizers beyond Adam".
+    recs = _game(1.0, 60, adam=adam, optimizer=optimizer).metadata["conformance"]
     c = conformance.run_tests(recs, acc.DPSGD(3.0, acc.Poisson(0.5), 4), 0.05, 0, permutations=199)
     t = _by_name(c)
     assert not c.rejected
     if adam == "norecord":
         assert recs[0]["mode"] == "parameters"
         assert t["sampling"].skipped and "record_update" in t["sampling"].skipped
-        assert any("carry state" in n for n in c.notes)
-        assert t["batch_law"].skipped and "non-linear" in t["batch_law"].skipped  # Adam's step 1 is sign-like
+        stateless = optimizer == "rmsprop"
+        assert any("carry state" in n for n in c.notes) != stateless
+        if stateless:  # read at step 1 only, as under the state gate, for the non-linear step 1
+            assert "varies less than Gaussian noise" in t["sampling"].skipped
+        assert t["batch_law"].skipped and "record_update" in t["batch_law"].skipped
     else:
         assert recs[0]["mode"] == "record_update" and t["sampling"].skipped is None
         assert not any("carry state" in n for n in c.notes)
@@ -481,8 +496,19 @@ def test_nonlinear_step1_gate_fires_on_a_sign_like_first_step_only():
         r["ss"] = [20.0 * (1 + 1e-3 * ((i % 7) - 3)), *r["ss"][1:]]  # |R| = 20 signs, a little round-off
     why = conformance._nonlinear(conformance._arrays(recs), None)
     assert why is not None and "record_update" in why
-    t = _by_name(conformance.run_tests(recs, SPEC, 0.05, 1, permutations=199))["batch_law"]
-    assert t.skipped == why and not t.rejected
+    c = _by_name(conformance.run_tests(recs, SPEC, 0.05, 1, permutations=199))
+    assert c["batch_law"].skipped == why and not c["batch_law"].rejected
+    # the gate reads the trainer as adaptive (RMSprop, Adam with beta1 = 0: no state the fresh-noise gate sees), as
+    # the state gate would: the sampling test skipped, the others at step 1 only
+    assert c["sampling"].skipped == why
+    step1 = conformance._contribution(conformance._arrays(recs), np.array([0]), 0.5, 3.0, 0.005)
+    assert c["contribution"].statistic == step1.statistic
+    # a soft sign, Adam's step 1 with eps = the noise std (f(z) = z/(|z| + 1) per coordinate): var(log ss_1) ≈ 0.031
+    # against psi'(10) ≈ 0.105 (numpy simulation, 2e5 draws), so 200 trials put it ≈ 6.7 standard errors below
+    z = np.random.default_rng(3).standard_normal((200, 20))
+    for r, zi in zip(recs, z, strict=True):
+        r["ss"] = [float(((zi / (np.abs(zi) + 1.0)) ** 2).sum()), *r["ss"][1:]]
+    assert conformance._nonlinear(conformance._arrays(recs), None) is not None
     assert conformance._nonlinear(conformance._arrays(records(200, seed=1)), "state") is not None
     upd = conformance._arrays(records(200, seed=1, mode="record_update"))
     assert conformance._nonlinear(upd, None) is None  # the recorded noisy sums are read, not θ-differences
