@@ -72,6 +72,7 @@ __all__ = [
 
 MAX_GROUP_SIZE = 64  # largest K the accountant accepts: one default-grid curve takes ~7 s at K = 64, σ = 1
 _MAX_ELEMS = 1 << 22  # tensor elements per chunk (≈ 32 MiB in float64)
+_MAX_POINTS = 1 << 24  # quadrature points per order; beyond (σ ≲ 1e-3 at large α·K) the order gets +∞
 _CLOSED_FORM_MAX_DEGREE = 128  # closed form while α·K ≤ this (its cost grows as (αK)²); quadrature beyond
 _SERIES_TERMS = 24
 _PESSIMISM = 1e-11  # relative upward margin on Ψ − 1 (see _to_rdp)
@@ -204,7 +205,9 @@ def _log_psi_m1_quad(alpha: Tensor, q: Tensor, sigma: Tensor, K: int, reverse: b
     z_rev = torch.minimum((alpha - 1.0) * K, s * s * torch.clamp(log_ratio, min=1.0))
     lo = -40.0 * s - (z_rev if reverse else torch.zeros_like(s))
     hi = (K if reverse else alpha * K) + 40.0 * s
-    n = torch.ceil((hi - lo) / h).to(torch.int64) + 1
+    n_f = torch.ceil((hi - lo) / h) + 1
+    huge = ~(n_f <= _MAX_POINTS)  # σ ≲ 1e-4: h = 0.3σ² makes the grid astronomically long (int64 overflowed at 1e-10)
+    n = torch.where(huge, torch.ones_like(n_f), n_f).to(torch.int64)
     lw = _log_weights(q, K)
     k = torch.arange(K + 1, dtype=alpha.dtype, device=alpha.device)
     out = torch.empty_like(alpha)
@@ -229,7 +232,7 @@ def _log_psi_m1_quad(alpha: Tensor, q: Tensor, sigma: Tensor, K: int, reverse: b
             log_n = -z * z / (2.0 * s[j, None] ** 2) - torch.log(s[j, None]) - _LOG_SQRT_2PI
             f = torch.where(valid, lphi + log_n, torch.full_like(lphi, -math.inf))
             out[j] = torch.logsumexp(f, dim=-1) + torch.log(h[j])
-    return out
+    return torch.where(huge, torch.full_like(out, math.inf), out)  # +∞: sound; callers may take a smaller bound
 
 
 # ---------------------------------------------------------------------- public: Thm 4.2
@@ -280,9 +283,11 @@ def rdp_poisson_gaussian_group_terms(
     q_safe = torch.where(full, torch.full_like(qf, 0.5), qf)
     fwd = _to_rdp(_fwd_log_psi_m1(a, q_safe, sf, K), a)
     rev = _to_rdp(_log_psi_m1_quad(a, q_safe, sf, K, reverse=True), a)
+    # the unsubsampled Gaussian of sensitivity K bounds both terms at any r (joint quasi-convexity of D_α over
+    # the mixture Σ_k Bin(k|K,r)·N(±k, s²)), and replaces an order the quadrature cannot resolve (its +∞)
     exact = a * K * K / (2.0 * sf * sf)
-    fwd = torch.where(full, exact, fwd)
-    rev = torch.where(full, exact, rev)
+    fwd = torch.where(full, exact, torch.minimum(fwd, exact))
+    rev = torch.where(full, exact, torch.minimum(rev, exact))
     return fwd.reshape(shape), rev.reshape(shape)
 
 

@@ -612,3 +612,18 @@ def test_fixed_size_add_remove_thm_f3():
         rdp_fixed_size_gaussian_add_remove(2.5, 2.0, 10, 999)
     with pytest.raises(ValueError, match="dataset_size_lower must be > batch_size"):
         rdp_fixed_size_gaussian_add_remove(2.0, 2.0, 10, 10)
+
+
+def test_tiny_sigma_falls_back_to_the_unsubsampled_group_gaussian():
+    """σ = 1e-10 made the quadrature's grid (step 0.3σ²) overflow int64 and `dpaudit account` crash (a random
+    Hypothesis run of tests/audit/test_cli_fuzz.py). Orders the quadrature cannot resolve now take the
+    unsubsampled Gaussian of sensitivity K, αK²/(2σ²), an upper bound at any rate r (joint quasi-convexity of
+    D_α); resolved orders never exceed it."""
+    alpha = torch.tensor([1.5, 2.0, 8.0, 64.0], dtype=torch.float64)
+    for sigma, K in ((1e-10, 2), (1e-4, 3), (0.7, 2)):
+        fwd, rev = rdp_poisson_gaussian_group_terms(alpha, 1e-3, sigma, K)
+        exact = alpha * K * K / (2 * sigma * sigma)
+        assert torch.isfinite(fwd).all() and torch.isfinite(rev).all()
+        assert bool((fwd <= exact).all()) and bool((rev <= exact).all())
+    rev = rdp_poisson_gaussian_group_terms(alpha, 1e-3, 1e-10, 2)[1]
+    assert torch.allclose(rev, alpha * 4 / (2 * 1e-20), rtol=1e-12, atol=0)
