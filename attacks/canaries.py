@@ -264,7 +264,7 @@ def quiet_coordinates(model: nn.Module, params: dict[str, Tensor], data: Dataset
     Returns:
         (k,) int64 coordinates, quietest first.
     """
-    from .dpsgd import per_example_gradients
+    from .models import per_example_gradients
 
     check.integer(1, None, k=k)
     g = per_example_gradients(model, params, data.x, data.y)

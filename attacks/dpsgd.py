@@ -48,7 +48,6 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.func import functional_call, grad, vmap
 from tqdm.auto import tqdm
@@ -64,6 +63,7 @@ from . import samplers
 from .canaries import DiracCanaries
 from .data import Dataset
 from .faults import Fault, FaultBase, describe
+from .models import _loss, per_example_gradients
 
 __all__ = ["Draws", "NoiseStream", "TrainResult", "add_noise", "bytes_per_model", "default_memory_bytes",
            "models_that_fit", "per_example_gradients", "resolve_device", "sample_draws", "train", "update"]
@@ -94,29 +94,6 @@ class TrainResult:
     expected_batch_size: float
     fault: str
     initial: Tensor | None = None
-
-
-def _loss(model: nn.Module):
-    def loss(params: dict[str, Tensor], x: Tensor, y: Tensor) -> Tensor:
-        out = functional_call(model, params, (x.unsqueeze(0),))
-        return F.cross_entropy(out, y.unsqueeze(0))
-
-    return loss
-
-
-def per_example_gradients(model: nn.Module, params: dict[str, Tensor], x: Tensor, y: Tensor) -> dict[str, Tensor]:
-    """Exact per-example gradients of the cross-entropy loss of one model.
-
-    ``functional_call`` + ``vmap(grad(...))``: one gradient per record, nothing patched onto the module.
-
-    Args:
-        params: dict name -> (*shape) (one model, no leading model axis).
-        x: (B, *feature_shape); y: (B,) int64.
-
-    Returns:
-        dict name -> (B, *shape).
-    """
-    return vmap(grad(_loss(model)), in_dims=(None, 0, 0))(params, x, y)
 
 
 def _stacked_per_example_gradients(model: nn.Module):

@@ -19,8 +19,9 @@ import math
 from collections.abc import Sequence
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
-from torch.func import functional_call, vmap
+from torch.func import functional_call, grad, vmap
 
 from accountants import validate as check
 from accountants.errors import InputError
@@ -34,6 +35,7 @@ __all__ = [
     "logits",
     "mlp",
     "num_params",
+    "per_example_gradients",
     "slot_coordinates",
     "small_cnn",
     "unflatten",
@@ -269,3 +271,27 @@ def logits(model: nn.Module, params: dict[str, Tensor], x: Tensor) -> Tensor:
         return vmap(lambda p: functional_call(model, p, (x,)))(params)
     finally:
         model.train(was_training)
+
+
+def _loss(model: nn.Module):
+    def loss(params: dict[str, Tensor], x: Tensor, y: Tensor) -> Tensor:
+        out = functional_call(model, params, (x.unsqueeze(0),))
+        return F.cross_entropy(out, y.unsqueeze(0))
+
+    return loss
+
+
+def per_example_gradients(model: nn.Module, params: dict[str, Tensor], x: Tensor, y: Tensor) -> dict[str, Tensor]:
+    """Exact per-example gradients of the cross-entropy loss of one model (here, not in :mod:`attacks.dpsgd`, which
+    re-exports it: :func:`attacks.canaries.quiet_coordinates` needs it and :mod:`attacks.dpsgd` imports canaries).
+
+    ``functional_call`` + ``vmap(grad(...))``: one gradient per record, nothing patched onto the module.
+
+    Args:
+        params: dict name -> (*shape) (one model, no leading model axis).
+        x: (B, *feature_shape); y: (B,) int64.
+
+    Returns:
+        dict name -> (B, *shape).
+    """
+    return vmap(grad(_loss(model)), in_dims=(None, 0, 0))(params, x, y)
