@@ -286,8 +286,9 @@ def rdp_poisson_gaussian_group_terms(
     # the unsubsampled Gaussian of sensitivity K bounds both terms at any r (joint quasi-convexity of D_α over
     # the mixture Σ_k Bin(k|K,r)·N(±k, s²)), and replaces an order the quadrature cannot resolve (its +∞)
     exact = a * K * K / (2.0 * sf * sf)
-    fwd = torch.where(full, exact, torch.minimum(fwd, exact))
-    rev = torch.where(full, exact, torch.minimum(rev, exact))
+    # (and an evaluation that failed: the closed form's e^{k²/2s²} terms overflow to ∞ − ∞ = NaN for s ≲ 1e-150)
+    fwd = torch.where(full | torch.isnan(fwd), exact, torch.minimum(fwd, exact))
+    rev = torch.where(full | torch.isnan(rev), exact, torch.minimum(rev, exact))
     return fwd.reshape(shape), rev.reshape(shape)
 
 

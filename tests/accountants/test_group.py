@@ -627,3 +627,12 @@ def test_tiny_sigma_falls_back_to_the_unsubsampled_group_gaussian():
         assert bool((fwd <= exact).all()) and bool((rev <= exact).all())
     rev = rdp_poisson_gaussian_group_terms(alpha, 1e-3, 1e-10, 2)[1]
     assert torch.allclose(rev, alpha * 4 / (2 * 1e-20), rtol=1e-12, atol=0)
+
+
+def test_closed_form_overflow_is_an_upper_bound_not_nan():
+    """σ = 1e-300 with r = 1e-300 and K = 2 gave NaN at α = 2 (the closed form's e^{k²/2s²} terms overflow to
+    ∞ − ∞; a random Hypothesis run of tests/accountants/test_fuzz.py). A failed evaluation now takes the
+    unsubsampled group Gaussian αK²/(2σ²) (here ∞), an upper bound at any rate."""
+    spec = acc.DPSGD(1e-300, acc.Poisson(1e-300), 1, "add-remove", 2)
+    rdp = acc.rdp_curve(spec, torch.tensor([1.5, 2.0], dtype=torch.float64))
+    assert not bool(torch.isnan(rdp).any()) and bool((rdp == math.inf).all())
