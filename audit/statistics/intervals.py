@@ -110,6 +110,10 @@ def epsilon_from_rates(fpr: ArrayLike, fnr: ArrayLike, delta: float) -> np.ndarr
     """
     d = _delta(delta)
     a, b = _rates("fpr", fpr), _rates("fnr", fnr)
+    try:
+        np.broadcast_shapes(a.shape, b.shape)
+    except ValueError:
+        raise InputError(f"fpr and fnr must have broadcastable shapes; got {a.shape} and {b.shape}") from None
     with np.errstate(divide="ignore", invalid="ignore"):
         r1 = np.where(1 - d - b > 0, np.log(np.maximum(1 - d - b, 0)) - np.log(a), -np.inf)
         r2 = np.where(1 - d - a > 0, np.log(np.maximum(1 - d - a, 0)) - np.log(b), -np.inf)

@@ -5,7 +5,7 @@ import math
 
 import pytest
 import torch
-from hypothesis import assume, given, settings
+from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
@@ -118,14 +118,17 @@ def test_score_registry_and_views():
     sigma=st.floats(0.3, 3.0),
     b=st.integers(1, 8),
 )
+@example(o=[-3.0, -4.0], q=1.0, sigma=0.3125, b=1)
 def test_llr_increasing_in_each_observation(o, q, sigma, b):
     """Each step's likelihood ratio is increasing in o_t (a monotone-likelihood-ratio family), for every sampler."""
     lo, hi = sorted(o)
     assume(hi - lo > 1e-3)
     for sampling in (acc.Poisson(q), acc.FixedSize(b, 10), acc.FixedSize(b, 10, replace=True)):
         spec = acc.DPSGD(sigma, sampling, steps=1)
-        llr = mia.white_box_llr(torch.tensor([[lo], [hi]], dtype=torch.float64), spec, 10)
-        assert llr[1] > llr[0]
+        llr = mia.white_box_llr(torch.tensor([[lo], [hi], [-1e6]], dtype=torch.float64), spec, 10)
+        # strictly increasing unless both sit on the floor log P[not drawn], where the in-batch term no longer
+        # registers in float (o = −4 and −3 at σ = 0.3125, b = 1 of 10: a random Hypothesis run)
+        assert llr[1] > llr[0] or (llr[1] == llr[0] == llr[2]), (sampling, llr)
 
 
 @pytest.mark.parametrize("name", ["llr", "inner_product", "loss", "confidence"])

@@ -359,3 +359,9 @@ def test_random_hypothesis_finds_are_input_errors_or_answers():
     with pytest.raises(InputError, match="m must be"):  # it overflowed before m was checked
         st.one_run_order_theta_lower(st.GaussianNull(), 0, 0, 0, 2.2250738585e-313)
     assert st.one_run_order_theta_lower(st.GaussianNull(), 10, 5, 0, 2.2250738585e-313) >= 0.0
+
+
+def test_epsilon_from_rates_with_shapes_that_do_not_broadcast_is_an_input_error():
+    """A random Hypothesis run found fpr = [0, 0] with fnr = [] raising numpy's ValueError."""
+    with pytest.raises(InputError, match="fpr and fnr must have broadcastable shapes"):
+        st.epsilon_from_rates([0.0, 0.0], [], 0.05)
