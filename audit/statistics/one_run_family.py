@@ -140,7 +140,7 @@ def _epsilon(q: float, mu: float, steps: int, delta: float) -> float:
 
 def _initial_grid(q0: float) -> list[float]:
     """Rates from q_0 to 1: log-spaced in q up to ½, then log-spaced in 1 − q down to 10⁻⁴, then 1."""
-    low = list(np.exp(np.linspace(math.log(q0), math.log(0.5), 5))) if q0 < 0.5 else [q0]
+    low = [q0, *np.exp(np.linspace(math.log(q0), math.log(0.5), 5))[1:]] if q0 < 0.5 else [q0]  # q0 exactly
     high = [1.0 - x for x in np.exp(np.linspace(math.log(0.5), math.log(1e-4), 5))[1:] if 1.0 - x > low[-1]]
     return sorted({float(x) for x in [*low, *high, 1.0]})
 

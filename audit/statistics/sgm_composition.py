@@ -72,8 +72,8 @@ def reveal_probability(q: float, steps: int) -> float:
 def _check(q: float, mu: float, steps: int) -> None:
     if isinstance(q, bool) or not isinstance(q, (int, float)) or not 0.0 < q <= 1.0:
         raise InputError(f"q must be in (0, 1]; got {q!r}")
-    if isinstance(mu, bool) or not isinstance(mu, (int, float)) or not 0.0 < mu <= 40.0:
-        raise InputError(f"mu must be a number in (0, 40]; got {mu!r}")
+    if isinstance(mu, bool) or not isinstance(mu, (int, float)) or not 0.0 < mu <= 25.0:  # e^{loss} stays finite
+        raise InputError(f"mu must be a number in (0, 25]; got {mu!r}")
     if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or not 1 <= steps <= 10_000:
         raise InputError(f"steps must be an integer in [1, 10000]; got {steps!r}")
 
