@@ -18,6 +18,7 @@ Two measurements per (q, μ, T, m):
 Usage::
 
     PYTHONPATH=. python benchmarks/bench_one_run_family.py [--reps 1000] [--full-reps 10] [--m 1000 10000]
+        [--settings 0 1 2 3] [--seed 0]
 """
 
 from __future__ import annotations
@@ -61,12 +62,14 @@ def main() -> None:
     ap.add_argument("--full-reps", type=int, default=10)
     ap.add_argument("--m", type=int, nargs="+", default=[1000, 10_000])
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--settings", type=int, nargs="+", default=list(range(len(SETTINGS))),
+                    help="indices into SETTINGS (default: all)")
     a = ap.parse_args()
     print(f"load average {os.getloadavg()}; δ = {DELTA}, s = {S}, exact LLR scores, seed {a.seed}")
     print(f"{'q':>5} {'μ':>5} {'T':>3} {'m':>6} {'ε_true':>7} {'rejected':>9} {'CP95 up':>8} "
           f"{'full runs':>9} {'ε_lo≤ε_true':>11} {'mean ε_lo/ε_true':>16} {'s/run':>6}")
     rng = np.random.default_rng(a.seed)
-    for q, mu, steps in SETTINGS:
+    for q, mu, steps in [SETTINGS[i] for i in a.settings]:
         truth_eps = 0.0 if mu == 0 else pld_epsilon_bracket(acc.DPSGD(1 / mu, acc.Poisson(q), steps), DELTA,
                                                             eps_error=1e-3).upper
         for m in a.m:
