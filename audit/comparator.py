@@ -264,7 +264,9 @@ class OneRunStatisticResult:
 
     Attributes:
         name: "steinke" (Steinke et al. 2023), "order" (Xiang et al. 2025, (ε, δ) form), "scores" (threshold
-            boxes on the scores, :func:`audit.statistics.epsilon_one_run_scores`), "fdp_gdp" (Mahloujifar et al.
+            boxes on the scores, :func:`audit.statistics.epsilon_one_run_scores`), "order_family" (the order
+            statistic under the composite SGM null, :func:`audit.statistics.epsilon_one_run_order_sgm_family`),
+            "fdp_gdp" (Mahloujifar et al.
             2024), "order_gdp" (Xiang et al., μ-GDP form) or "scores_gdp" (the boxes' μ-GDP form); the three GDP
             ones bound μ.
         result: its bound (an ε lower bound, or a GDP μ lower bound that never enters ε_lower).
@@ -351,7 +353,8 @@ def compare_membership(in_scores, out_scores, spec: DPSGD, *, delta: float, sign
 
 
 def compare_one_run(scores, truth, spec: DPSGD, *, delta: float, significance: float = 0.05,
-                    curves: Curves | None = None, independent_canaries: bool = False) -> MembershipComparison:
+                    curves: Curves | None = None, independent_canaries: bool = False,
+                    sgm_family: bool = False) -> MembershipComparison:
     """One-run audit (m canaries, one training run each): Steinke et al. bound, f-DP GDP bound, and the ε test.
 
     The violation test here is ε_lower > the tightest accountant ε (a sound lower bound above a sound upper bound);
@@ -366,9 +369,17 @@ def compare_one_run(scores, truth, spec: DPSGD, *, delta: float, significance: f
     :data:`ONE_RUN_EPSILON_STATISTICS` (Steinke's and these two), each computed at s / 3 (the union bound for
     taking the max). Without it they are still listed in ``one_run_statistics`` at s, marked as outside ε_lower
     (their assumption is not vouched for).
+
+    With ``sgm_family`` too (only dpaudit's own vouched trainer: each canary's T observations are a T-fold
+    subsampled Gaussian pair of unknown rate and noise, T = ``spec.steps``), the order statistic under the
+    composite SGM null (:func:`audit.statistics.epsilon_one_run_order_sgm_family`) enters as a fourth
+    statistic: each of the four at s / 4 (:data:`ONE_RUN_FAMILY_STATISTICS`). It is not computed otherwise.
     """
+    if sgm_family and not independent_canaries:
+        raise InputError("sgm_family needs independent_canaries (the family null assumes non-interacting canaries)")
     curves = analytical_curves(spec, delta) if curves is None else curves
-    eps_stats = _one_run_epsilon_statistics(scores, truth, delta, significance, independent_canaries)
+    eps_stats = _one_run_epsilon_statistics(scores, truth, delta, significance, independent_canaries,
+                                            spec.steps if sgm_family else None)
     lb = max((x.result for x in eps_stats if x.in_epsilon_lower and isinstance(x.result, EpsilonLowerBound)),
              key=lambda b: b.value)
     gdp_stats = _one_run_gdp_statistics(scores, truth, delta, significance)
@@ -376,12 +387,14 @@ def compare_one_run(scores, truth, spec: DPSGD, *, delta: float, significance: f
     assert gdp is None or isinstance(gdp, GdpLowerBound)
     stats = [*eps_stats, *gdp_stats]
     m = lb.n_in + lb.n_out
-    sig = significance / len(ONE_RUN_EPSILON_STATISTICS) if independent_canaries else significance
+    sig = significance / _one_run_split(independent_canaries, sgm_family)
     ceiling = statistics.ceiling_one_run(m, delta=delta, significance=sig)
     if independent_canaries:  # ε_lower may come from any statistic: the design's ceiling is the largest one
         ceiling = max(ceiling, statistics.ceiling_one_run_order(m, delta=delta, significance=sig))
         if lb.n_in and lb.n_out:
             ceiling = max(ceiling, statistics.ceiling(lb.n_in, lb.n_out, delta=delta, significance=sig))
+    if sgm_family:  # a perfect guesser rejects every member up to the reveal pair: no finite ceiling is computed
+        ceiling = math.inf
     cmp = MembershipComparison(lb, ceiling, curves, gdp_lower=gdp, one_run_statistics=tuple(stats))
     e = curves.epsilon_best
     if e is not None:
@@ -395,11 +408,23 @@ ONE_RUN_EPSILON_STATISTICS = ("steinke", "order", "scores")
 """The one-run (ε, δ) statistics :func:`compare_one_run` computes, in order; with ``independent_canaries`` each
 enters ε_lower at s / 3 (fixed before the audit: the union bound over the max)."""
 
+ONE_RUN_FAMILY_STATISTICS = (*ONE_RUN_EPSILON_STATISTICS, "order_family")
+"""With ``sgm_family`` (dpaudit's own vouched trainer) the order statistic under the composite SGM null joins:
+each of the four enters ε_lower at s / 4."""
 
-def _one_run_epsilon_statistics(scores, truth, delta: float, significance: float,
-                                independent: bool) -> list[OneRunStatisticResult]:
-    """Steinke's bound (always in ε_lower) and the two that assume non-interacting canaries (in only if vouched)."""
-    s = significance / len(ONE_RUN_EPSILON_STATISTICS) if independent else significance
+
+def _one_run_split(independent: bool, sgm_family: bool) -> int:
+    """How many statistics share the significance (the union bound over the max, fixed before the audit)."""
+    if sgm_family:
+        return len(ONE_RUN_FAMILY_STATISTICS)
+    return len(ONE_RUN_EPSILON_STATISTICS) if independent else 1
+
+
+def _one_run_epsilon_statistics(scores, truth, delta: float, significance: float, independent: bool,
+                                family_steps: int | None = None) -> list[OneRunStatisticResult]:
+    """Steinke's bound (always in ε_lower), the two that assume non-interacting canaries (in only if vouched) and,
+    with ``family_steps`` (T), the order statistic under the composite SGM null (in; vouched by the caller)."""
+    s = significance / _one_run_split(independent, family_steps is not None)
     steinke = statistics.epsilon_one_run(scores, truth, delta=delta, significance=s)
     order = statistics.epsilon_one_run_order(scores, truth, delta=delta, significance=s)
     out = [OneRunStatisticResult("steinke", steinke, True),
@@ -407,6 +432,11 @@ def _one_run_epsilon_statistics(scores, truth, delta: float, significance: float
     if steinke.n_in and steinke.n_out:  # the score boxes need canaries on both sides
         sc = statistics.epsilon_one_run_scores(scores, truth, delta=delta, significance=s)
         out.append(OneRunStatisticResult("scores", sc, independent, statistics.ONE_RUN_SCORES_ASSUMPTION))
+    if family_steps is not None and delta > 0:
+        fam = statistics.epsilon_one_run_order_sgm_family(scores, truth, steps=family_steps, delta=delta,
+                                                          significance=s)
+        out.append(OneRunStatisticResult("order_family", fam, True,
+                                         f"{ONE_RUN_INDEPENDENCE}; {statistics.SGM_FAMILY_ASSUMPTION}"))
     return out
 
 

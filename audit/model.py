@@ -286,7 +286,9 @@ class OneRunStatistic:
 
     Attributes:
         name: "steinke" (Steinke et al. 2023), "order" (Xiang et al. 2025, (ε, δ) form), "scores" (threshold
-            boxes on the scores), "fdp_gdp" (Mahloujifar et al. 2024, a GDP μ bound), "order_gdp" (Xiang et al.,
+            boxes on the scores), "order_family" (Xiang et al.'s statistic under the composite T-fold
+            subsampled-Gaussian null; only in dpaudit's own vouched audit), "fdp_gdp" (Mahloujifar et al. 2024,
+            a GDP μ bound), "order_gdp" (Xiang et al.,
             μ-GDP form, a GDP μ bound) or "scores_gdp" (the boxes' μ-GDP form, a GDP μ bound).
         bound: "lower" (an ε lower bound) or "gdp_mu_lower" (a lower bound on the GDP μ, never an ε_lower).
         value: the bound (ε for "lower", μ for "gdp_mu_lower").

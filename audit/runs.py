@@ -538,7 +538,8 @@ def audit_variant(v: VariantConfig, run_dir: Path, *, progress: bool = False,
         else:
             why = independence_vouched(game, v, name)
             cmp = comparator.compare_one_run(sc, out.truth, spec, delta=aud.delta, significance=s, curves=curves,
-                                             independent_canaries=why is not None)
+                                             independent_canaries=why is not None,
+                                             sgm_family=why is not None and aud.delta > 0)
             if why is not None:  # the result and the report say why the order statistic entered ε_lower
                 cmp.one_run_statistics = tuple(
                     dataclasses.replace(x, assumption=f"{x.assumption}; vouched by dpaudit: {why}")
@@ -704,13 +705,23 @@ def one_run_statistics(cmp: comparator.MembershipComparison, curves: comparator.
         if b is cmp.epsilon_lower and lower_certifiable is not None:
             ec = lower_certifiable
         elif on and b.n_in and b.n_out and x.name in tightness.ONE_RUN_STATISTICS:
+            assert curves is not None
+            steps, n_rep = _replay_args(x.name, curves.spec)
             _, reps = tightness.best_direction(on, functools.partial(
                 tightness.certifiable_one_run_replicates, m=b.n_in + b.n_out, delta=b.delta,
-                significance=1 - b.confidence, statistic=x.name))
+                significance=1 - b.confidence, statistic=x.name, steps=steps, replicates=n_rep))
             ec = float(np.median(reps))
         out.append(model.OneRunStatistic(x.name, b.bound, b.value, b.value, b.confidence, x.in_epsilon_lower,
                                          b.guesses, b.correct, x.assumption, ec))
     return tuple(out)
+
+
+def _replay_args(statistic: str, spec: DPSGD) -> tuple[int | None, int]:
+    """(steps, replicates) of a one-run replay: "order_family" needs the family's T and takes fewer replicates
+    (:data:`audit.tightness.FAMILY_REPLICATES`; seconds each), the others 21 and no T."""
+    if statistic != "order_family":
+        return None, 21
+    return int(spec.steps), tightness.FAMILY_REPLICATES
 
 
 CERTIFIABLE_REPLICATES = 101
@@ -749,9 +760,12 @@ def _certifiable(lb: statistics.EpsilonLowerBound, curves: comparator.Curves, as
         sig = asked.significance if lb.confidence == 1 - asked.significance else 1 - lb.confidence  # a split s
         stat = tightness.ONE_RUN_METHOD_STATISTIC.get(lb.method, "steinke")  # the bound behind ε_lower
 
+        steps, n_rep = _replay_args(stat, asked.spec)
+
         def replicates(f: acc.TradeOff) -> np.ndarray:
             return tightness.certifiable_one_run_replicates(f, lb.n_in + lb.n_out, delta=asked.delta,
-                                                            significance=sig, statistic=stat)
+                                                            significance=sig, statistic=stat, steps=steps,
+                                                            replicates=n_rep)
     else:
         def replicates(f: acc.TradeOff) -> np.ndarray:
             return tightness.certifiable_replicates(f, lb.n_in, lb.n_out, delta=asked.delta,

@@ -66,7 +66,8 @@ from accountants.tradeoff import TradeOff
 from . import statistics
 from .statistics import ThresholdStrategy
 
-__all__ = ["ONE_RUN_METHOD_STATISTIC", "ONE_RUN_STATISTICS", "best_direction", "canonical_llr", "canonical_scores",
+__all__ = ["FAMILY_REPLICATES",
+           "ONE_RUN_METHOD_STATISTIC", "ONE_RUN_STATISTICS", "best_direction", "canonical_llr", "canonical_scores",
            "certifiable_directional", "certifiable_epsilon_on_curve", "certifiable_one_run_replicates",
            "certifiable_ratio", "certifiable_replicates", "directional_curves"]
 
@@ -117,13 +118,18 @@ def certifiable_replicates(curve: TradeOff, n_in: int, n_out: int, *, delta: flo
     return np.sort(np.asarray(out, dtype=np.float64))
 
 
-ONE_RUN_STATISTICS = ("steinke", "order", "scores")
+ONE_RUN_STATISTICS = ("steinke", "order", "scores", "order_family")
 """One-run ε statistics :func:`certifiable_one_run_replicates` can replay: Steinke et al. 2023
 (:func:`audit.statistics.epsilon_one_run`), Xiang et al. 2025's (ε, δ) form
-(:func:`audit.statistics.epsilon_one_run_order`) and the threshold boxes on the scores
-(:func:`audit.statistics.epsilon_one_run_scores`)."""
+(:func:`audit.statistics.epsilon_one_run_order`), the threshold boxes on the scores
+(:func:`audit.statistics.epsilon_one_run_scores`) and the order statistic under the composite SGM null
+(:func:`audit.statistics.epsilon_one_run_order_sgm_family`; needs ``steps``)."""
 
-ONE_RUN_METHOD_STATISTIC = {"one_run": "steinke", "one_run_order": "order", "one_run_scores": "scores"}
+FAMILY_REPLICATES = 7
+"""Replicates behind the ε_certifiable of "order_family" (each costs seconds: a search over the family)."""
+
+ONE_RUN_METHOD_STATISTIC = {"one_run": "steinke", "one_run_order": "order", "one_run_scores": "scores",
+                            "one_run_order_family": "order_family"}
 """The :data:`ONE_RUN_STATISTICS` name of each one-run :class:`audit.statistics.EpsilonLowerBound` ``method``:
 which statistic to replay for the ε_certifiable of the bound behind an audit's ε_lower."""
 
@@ -148,7 +154,8 @@ def canonical_llr(curve: TradeOff, scores: np.ndarray, *,
 
 
 def certifiable_one_run_replicates(curve: TradeOff, m: int, *, delta: float, significance: float = 0.05,
-                                   replicates: int = 21, seed: int = 0, statistic: str = "steinke") -> np.ndarray:
+                                   replicates: int = 21, seed: int = 0, statistic: str = "steinke",
+                                   steps: int | None = None) -> np.ndarray:
     """ε lower bounds of ``replicates`` seeded optimal one-run audits of m canaries on ``curve`` (sorted).
 
     One-run design (Steinke, Nasr, Jagielski 2023, Alg. 1): each of the m canaries is in with
@@ -161,7 +168,8 @@ def certifiable_one_run_replicates(curve: TradeOff, m: int, *, delta: float, sig
     :func:`audit.statistics.epsilon_one_run_order` on their log likelihood ratios (:func:`canonical_llr`,
     centre 0: the optimal two-sided decoder of Xiang et al. 2025); "scores" runs
     :func:`audit.statistics.epsilon_one_run_scores` on the scores (0 in a replicate whose canaries all fell on one
-    side: the boxes need both). For canaries that interact (input
+    side: the boxes need both); "order_family" runs :func:`audit.statistics.epsilon_one_run_order_sgm_family`
+    (T = ``steps``, required) on the log likelihood ratios, centre 0. For canaries that interact (input
     canaries, fixed-size batches) this is still the benchmark of "independent copies of the accountant's
     pair", not a property of that design. The same seed draws the same memberships and scores for every
     statistic. Bound: none.
@@ -170,6 +178,10 @@ def certifiable_one_run_replicates(curve: TradeOff, m: int, *, delta: float, sig
     check.integer(1, None, replicates=replicates)
     if statistic not in ONE_RUN_STATISTICS:
         raise InputError(f"statistic must be one of {list(ONE_RUN_STATISTICS)}; got {statistic!r}")
+    if statistic == "order_family":
+        if steps is None:
+            raise InputError("steps must be given for statistic 'order_family' (the family's T)")
+        check.integer(1, 10_000, steps=steps)
     rng = np.random.default_rng(seed)
     table = _quantile_function(curve)
     out = []
@@ -179,13 +191,18 @@ def certifiable_one_run_replicates(curve: TradeOff, m: int, *, delta: float, sig
         xin, xout = canonical_scores(curve, max(n_in, 1), max(int(m) - n_in, 1), rng=rng, _table=table)
         scores = np.empty(int(m))
         scores[truth], scores[~truth] = xin[:n_in], xout[: int(m) - n_in]
-        out.append(_one_run_statistic(statistic, curve, scores, truth, delta, significance, table))
+        out.append(_one_run_statistic(statistic, curve, scores, truth, delta, significance, table, steps))
     return np.sort(np.asarray(out, dtype=np.float64))
 
 
 def _one_run_statistic(statistic: str, curve: TradeOff, scores: np.ndarray, truth: np.ndarray, delta: float,
-                       significance: float, table: tuple[np.ndarray, np.ndarray]) -> float:
+                       significance: float, table: tuple[np.ndarray, np.ndarray], steps: int | None = None) -> float:
     """One replicate's ε lower bound by the named :data:`ONE_RUN_STATISTICS` entry."""
+    if statistic == "order_family":
+        assert steps is not None
+        return statistics.epsilon_one_run_order_sgm_family(canonical_llr(curve, scores, _table=table), truth,
+                                                           steps=steps, delta=delta, significance=significance,
+                                                           center=0.0).value
     if statistic == "order":
         return statistics.epsilon_one_run_order(canonical_llr(curve, scores, _table=table), truth, delta=delta,
                                                 significance=significance, center=0.0).value

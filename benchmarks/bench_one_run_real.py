@@ -5,13 +5,16 @@ Dirac gradient canaries, each on its own slot (``[canary] kind = "dirac_slots"``
 pass never reads, attacks.models.Slotted), each in with probability ½; the score is the per-canary
 white-box log-likelihood ratio (``llr``). The audit is exactly ``dpaudit run`` on the config printed per row
 (audit.runs.audit_variant): Poisson sampling, no fault, slots and the LLR, so dpaudit vouches that the
-canaries do not interact (docs/auditing.md, "When dpaudit vouches") and Xiang et al.'s order statistic and
-the continuous-score bound enter ε_lower beside Steinke's (each at s/3).
+canaries do not interact (docs/auditing.md, "When dpaudit vouches") and Xiang et al.'s order statistic, the
+continuous-score bound and the order statistic under the composite SGM null the same vouching implies enter
+ε_lower beside Steinke's (each at s/4).
 
 Per statistic (95 %, δ = 1e-5):
 
 * steinke: Steinke, Nasr, Jagielski 2023 (ε lower bound; in ε_lower);
 * order: Xiang et al. 2025, (ε, δ) form (ε lower bound; in ε_lower when vouched);
+* order_family: Xiang et al.'s statistic under the composite null "each canary sees a T-fold subsampled
+  Gaussian of unknown rate and noise" (audit.statistics.one_run_family; ε lower bound; in ε_lower when vouched);
 * scores: the continuous-score bound (audit.statistics.one_run_scores: the multi-run boxes on the canaries'
   scores; ε lower bound; in ε_lower when vouched); scores_gdp: its μ-GDP form (the family caveat below);
 * order_gdp: Xiang et al., μ-GDP family form: ε of the refuted GDP curve, CONDITIONAL ON THE FAMILY (an ε lower
@@ -20,7 +23,8 @@ Per statistic (95 %, δ = 1e-5):
 
 ε_tight: the accountant's PLD ε of the claim; ε_certifiable: the same statistic replayed on the accountant's
 curve per ordered direction with the same m (audit.tightness.certifiable_one_run_replicates, median of 21),
-for the three ε statistics. Wall time: the whole audit (training, scores, statistics, ε_certifiable).
+for the four ε statistics (median of 7 for order_family, whose replicates cost seconds each). Wall time: the
+whole audit (training, scores, statistics, ε_certifiable).
 
 Usage::
 
@@ -69,6 +73,7 @@ def row(spec: str, m: int, n_records: int, seed: int) -> None:
     print(f"  {'statistic':<34} {'ε':>7} {'ε_cert':>7} {'ε/ε_tight':>9} {'ε/ε_cert':>8} {'in ε_lower':>10}")
     for st in res.one_run_statistics:
         label = {"steinke": "steinke", "order": "order (ε,δ)", "scores": "scores (ε,δ)",
+                 "order_family": "order_family (SGM family, vouched)",
                  "scores_gdp": "scores_gdp (conditional on GDP family)",
                  "order_gdp": "order_gdp (conditional on GDP family)",
                  "fdp_gdp": "fdp_gdp μ bound (GDP family)"}.get(st.name, st.name)

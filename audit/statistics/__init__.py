@@ -27,7 +27,9 @@ Chaudhuri 2024), a lower bound on the GDP μ returned as :class:`GdpLowerBound` 
 lower bound; ``epsilon_one_run_fdp`` is its deprecated name). Tied scores are guessed together.
 :mod:`.one_run_order` adds Xiang et al.'s (2025) order-statistics bound in its (ε, δ) form
 (:func:`epsilon_one_run_order`) and μ-GDP form (:func:`gdp_lower_bound_one_run_order`); it assumes
-canaries that do not interact (independent per-canary views).
+canaries that do not interact (independent per-canary views). :mod:`.one_run_family` runs it under the composite
+null "each canary sees a T-fold subsampled Gaussian of unknown rate and noise"
+(:func:`epsilon_one_run_order_sgm_family`): an ε lower bound for dpaudit's own vouched trainer only.
 :mod:`.one_run_scores` reads the scores themselves: for canaries that do not interact, one run's in- and
 out-scores are i.i.d. draws of the per-canary pair given the realised bits, so the multi-run threshold boxes
 apply (:func:`epsilon_one_run_scores`, (ε, δ) form; :func:`gdp_lower_bound_one_run_scores`, μ-GDP form).
@@ -69,8 +71,10 @@ from .one_run import (
     one_run_guess_grid,
     one_run_p_value,
 )
+from .one_run_family import SGM_FAMILY_ASSUMPTION, epsilon_one_run_order_sgm_family, sgm_family_epsilon
 from .one_run_order import (
     ORDER_GUESS_FRACTIONS,
+    ComposedSubsampledGaussianNull,
     EpsDeltaNull,
     GaussianNull,
     OrderNull,
@@ -109,7 +113,9 @@ __all__ = [
     "MAX_CANARIES",
     "ONE_RUN_SCORES_ASSUMPTION",
     "ORDER_GUESS_FRACTIONS",
+    "SGM_FAMILY_ASSUMPTION",
     "Bonferroni",
+    "ComposedSubsampledGaussianNull",
     "EmpiricalTradeOff",
     "EpsDeltaNull",
     "EpsilonLowerBound",
@@ -137,6 +143,7 @@ __all__ = [
     "epsilon_one_run",
     "epsilon_one_run_fdp",
     "epsilon_one_run_order",
+    "epsilon_one_run_order_sgm_family",
     "epsilon_one_run_scores",
     "futile",
     "gdp_estimate",
@@ -158,5 +165,6 @@ __all__ = [
     "one_run_p_value",
     "order_null_epsilon",
     "sequential_test",
+    "sgm_family_epsilon",
 ]
 

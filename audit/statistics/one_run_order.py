@@ -32,6 +32,9 @@ mechanism that reveals every bit at once with probability δ), and only :func:`.
   :class:`.results.GdpLowerBound`), never an (ε, δ) lower bound.
 - :class:`SubsampledGaussianNull` — P = N(0, 1), Q = (1 − q) N(0, 1) + q N(μ, 1), q fixed; θ = μ (the paper's
   SGM family). ε(θ, δ) is an ε lower bound only for a mechanism of that family.
+- :class:`ComposedSubsampledGaussianNull` — its T-fold product (T steps of DP-SGD seen by one Dirac canary), q
+  and T fixed, θ = μ ∈ [0, ∞] (μ = ∞: the step reveals whether the canary was drawn); γ̄ from a dominating
+  discretisation (:mod:`.sgm_composition`). :mod:`.one_run_family` makes it composite over (q, μ).
 
 Data-dependent choices are paid for: the decoder's centre and the ranking read the scores only (free: they
 are part of the decoder, covered by the argument above); the number of released guesses r maximised over a
@@ -61,9 +64,11 @@ from ._checks import _delta, _scores, _significance, _truth
 from .gdp import _gdp_epsilon
 from .one_run import MAX_CANARIES, _count, _guesses
 from .results import EpsilonLowerBound, GdpLowerBound
+from .sgm_composition import composed_epsilon_lower, composed_mean_error, reveal_probability
 
 __all__ = [
     "ORDER_GUESS_FRACTIONS",
+    "ComposedSubsampledGaussianNull",
     "EpsDeltaNull",
     "GaussianNull",
     "OrderNull",
@@ -115,13 +120,38 @@ class SubsampledGaussianNull:
             raise InputError(f"q must be in (0, 1]; got {self.q!r}")
 
 
-OrderNull = EpsDeltaNull | GaussianNull | SubsampledGaussianNull
+@dataclass(frozen=True, slots=True)
+class ComposedSubsampledGaussianNull:
+    """Null P = N(0, 1)^⊗T, Q = ((1 − q) N(0, 1) + q N(μ, 1))^⊗T with q and T known; θ = μ ∈ [0, ∞]."""
+
+    q: float
+    steps: int
+
+    def __post_init__(self) -> None:
+        if isinstance(self.q, bool) or not isinstance(self.q, (int, float)) or not 0.0 < self.q <= 1.0:
+            raise InputError(f"q must be in (0, 1]; got {self.q!r}")
+        if isinstance(self.steps, bool) or not isinstance(self.steps, (int, np.integer)) \
+                or not 1 <= self.steps <= 100_000:
+            raise InputError(f"steps must be an integer in [1, 100000]; got {self.steps!r}")
+
+
+OrderNull = EpsDeltaNull | GaussianNull | SubsampledGaussianNull | ComposedSubsampledGaussianNull
 
 
 _MIN_MU = 1e-6
 """Smallest μ the Gaussian families are evaluated at (:func:`_mean_error` rounds smaller μ up to it)."""
 _MAX_MU = 75.0
 """Above this μ the Gaussian families' mean error is taken as 0 (a lower value; Φ(−μ/2) < 1e-300 there)."""
+_COMPOSED_MAX_MU = 20.0
+"""Above this per-step μ the composed family is evaluated at μ = ∞ (the reveal pair, which dominates it)."""
+
+
+def _reveal_mean_error(q: float, steps: int, v: np.ndarray) -> np.ndarray:
+    """γ̄(v) of the reveal pair (μ = ∞): Q-only mass ρ = 1 − (1 − q)^T (error 0), then one shared atom of
+    loss log(1 − ρ) (slope (1 − ρ)/(2 − ρ)); rounded down by 1e-15 for the float error of ρ."""
+    rho = reveal_probability(q, steps)
+    g = np.maximum(v - rho / 2 - 1e-15, 0.0) * ((1 - rho) / (2 - rho))
+    return np.minimum(g / v, 0.5)
 
 
 def _sgm_log_masses(mu: float, q: float, c: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -192,9 +222,17 @@ def _mean_error(null: OrderNull, theta: float, v: np.ndarray) -> np.ndarray:
             idx = np.searchsorted(-log_vc, -np.log(v), side="left")  # first j with log v(c_j) ≤ log v
             idx = np.minimum(idx, c.size - 1)
             return np.exp(np.minimum(log_gc[idx] - log_vc[idx], math.log(0.5)))
+        case ComposedSubsampledGaussianNull(q=q, steps=t):
+            if theta <= 0:
+                return np.full_like(v, 0.5)
+            if theta > _COMPOSED_MAX_MU:  # includes μ = ∞
+                return _reveal_mean_error(float(q), int(t), v)
+            if q >= 1.0:  # T Gaussian steps of μ: one Gaussian step of μ√T (exact)
+                return _mean_error(GaussianNull(), theta * math.sqrt(int(t)), v)
+            return composed_mean_error(float(q), max(theta, _MIN_MU), int(t), v)
         case _:
-            raise InputTypeError(f"null must be an EpsDeltaNull, GaussianNull or SubsampledGaussianNull; "
-                                 f"got {type(null).__name__}")
+            raise InputTypeError(f"null must be an EpsDeltaNull, GaussianNull, SubsampledGaussianNull or "
+                                 f"ComposedSubsampledGaussianNull; got {type(null).__name__}")
 
 
 @functools.lru_cache(maxsize=64)
@@ -316,6 +354,8 @@ def order_null_epsilon(null: OrderNull, theta: float, delta: float) -> float:
                 mid = 0.5 * (lo + hi)
                 lo, hi = (mid, hi) if _sgm_delta(theta, q, mid) > d else (lo, mid)
             return hi
+        case ComposedSubsampledGaussianNull(q=q, steps=t):
+            return 0.0 if theta <= 0 else composed_epsilon_lower(float(q), float(theta), int(t), d)
         case _:
             raise InputTypeError(f"null must be an OrderNull; got {type(null).__name__}")
 

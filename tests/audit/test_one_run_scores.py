@@ -181,5 +181,5 @@ def test_certifiable_replays_the_score_boxes():
                                                       statistic="scores")
     assert 0 < np.median(weak) < np.median(strong) <= st.ceiling(m, m, delta=DELTA)  # n_in, n_out < m
     assert tightness.ONE_RUN_METHOD_STATISTIC["one_run_scores"] == "scores"
-    with pytest.raises(InputError, match=r"statistic must be one of \['steinke', 'order', 'scores'\]"):
+    with pytest.raises(InputError, match=r"statistic must be one of \['steinke', 'order', 'scores', 'order_family'\]"):
         tightness.certifiable_one_run_replicates(acc.TradeOff.from_gdp(1.0), m, delta=DELTA, statistic="x")

@@ -1,7 +1,8 @@
 """dpaudit vouches for independent one-run canaries exactly when the structure guarantees it
 (audit.runs.independence_vouched; docs/auditing.md, "When dpaudit vouches"): its own trainer, Poisson
 sampling, distinct Dirac canaries on quiet slots, no fault, a score that reads each canary's own coordinate.
-Then Xiang et al.'s order statistic enters ε_lower (each statistic at s/2) and the result says why."""
+Then Xiang et al.'s order statistic, the score bound and the order statistic under the composite SGM null enter
+ε_lower (each of the four statistics at s/4) and the result says why."""
 
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import pytest
 from accountants.errors import InputError
 from audit import config, runs
 from audit.comparator import ONE_RUN_INDEPENDENCE
+from audit.statistics import SGM_FAMILY_ASSUMPTION
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "own_training"
 
@@ -27,8 +29,12 @@ def test_slotted_poisson_audit_vouches_and_says_why(tmp_path):
     assert order.assumption.startswith(ONE_RUN_INDEPENDENCE)
     scores = {s.name: s for s in res.one_run_statistics}["scores"]  # the continuous-score bound rests on it too
     assert scores.in_epsilon_lower and runs.INDEPENDENCE_REASON in scores.assumption
+    family = {s.name: s for s in res.one_run_statistics}["order_family"]  # the vouched structure implies its null
+    assert family.in_epsilon_lower and runs.INDEPENDENCE_REASON in family.assumption
+    assert SGM_FAMILY_ASSUMPTION in family.assumption
     steinke = {s.name: s for s in res.one_run_statistics}["steinke"]
-    assert steinke.confidence == pytest.approx(1 - 0.05 / 3)  # the union bound over the three statistics
+    assert steinke.confidence == pytest.approx(1 - 0.05 / 4)  # the union bound over the four statistics
+    assert family.confidence == pytest.approx(1 - 0.05 / 4)
     # the GDP forms bound μ for a GDP-shaped mechanism: never in ε_lower, vouched or not
     assert not any(s.in_epsilon_lower for s in res.one_run_statistics if s.bound == "gdp_mu_lower")
 
