@@ -32,7 +32,10 @@ steps the noise cancels and only the canary's pattern is left, which the sum can
 input canary, Σ_t ⟨θ_{t−1} − θ_t, clip_C(∇ℓ(θ_{t−1}; canary))⟩/C, the update projected on the
 canary's clipped gradient at the previous parameters (``inner_product`` too). Higher ⇒ member.
 Every score is a function of what the white-box adversary sees, so the audit is sound whichever
-is chosen; they differ in which bugs they see (docs/fault-detection.md).
+is chosen; they differ in which bugs they see (docs/fault-detection.md). In the black box the
+canary is scored by the final model's loss (``loss``), its logit-scaled confidence
+(``confidence``), or its final parameters along the canary's per-tensor clipped gradient at a
+canary-free template model (``projection``, :func:`projection_directions`, :func:`projection_scores`).
 
 Referenced as ``"module:function"`` (TOML ``[training] trainer``): the module is imported from
 ``base_dir`` (the configuration file's folder) first, then from ``sys.path``. A callable works
@@ -96,15 +99,17 @@ from .data import Dataset
 from .games import TRIALS_FILE, AttackOutcome, Design, _append, _canonical_order, _read_trials, trial_seed
 
 __all__ = ["SCORES", "Context", "DiracCanaries", "DiracCanary", "TrainerError", "WhiteBoxAudit", "load_trainer",
-           "multi_run_game", "one_run_game", "run_trial", "trainer_folder", "trainer_name"]
+           "multi_run_game", "one_run_game", "projection_directions", "projection_scores", "run_trial",
+           "trainer_folder", "trainer_name"]
 
-SCORES = ("loss", "confidence")  # black box
+SCORES = ("loss", "confidence", "projection")  # black box (the final model; "projection" reads its parameters)
 WHITE_SCORES = ("inner_product", "step_spread")
 _STREAM_TRAINER = 3  # the trainer's own seed stream (games use 0-2)
 _STREAM_PROBE = 4  # the conformance probe's coins (dpaudit's own, never the trainer's)
 _STREAM_TEMPLATE = 5  # the seed of the one trial whose returned model gives the probe its architecture
 _CACHE: dict[tuple[str, str], Callable] = {}
 _TEMPLATES: dict[str, tuple[nn.Module | None, str | None]] = {}  # per process, by game: (model, why not)
+_DIRECTIONS: dict[str, list[list[Tensor]]] = {}  # per process, by game: the projection score's directions
 
 
 class TrainerError(InputError):
@@ -413,7 +418,8 @@ class Context:
             one-run game).
         seed: the game's base seed; trial i uses ``trial_seed(seed, i)``.
         score: black box "loss" (−cross-entropy) or "confidence" (logit-scaled confidence) of the
-            canary; white box "inner_product" (module doc).
+            canary, or "projection" (the final parameters on the canary's gradient direction,
+            :func:`projection_directions`); white box "inner_product" (module doc).
         base_dir: where ``trainer``'s module is looked up first.
         spec: the claimed DP-SGD description (recorded; the trainer is what is run). The gradient
             canary is sampled at its Poisson rate.
@@ -694,6 +700,96 @@ def _white_scores(ctx: Context, wb: WhiteBoxAudit, model: nn.Module, name: str, 
     return _finite_scores(scores, name, i, "the inner_product score")
 
 
+def projection_directions(model: nn.Module, x: Tensor, y: Tensor, clip_norm: float) -> list[list[Tensor]]:
+    """The ``projection`` score's directions: per canary j, per parameter tensor l, clip_C(∇_l ℓ(θ; x_j, y_j))/C.
+
+    θ is ``model``'s own parameters (the game's template model, :func:`_directions`, never an audited trial's).
+    Each tensor's gradient is clipped to C on its own, so a tensor whose gradient is small is read with a small
+    weight, and an excess a per-tensor clipping lets through (up to C in *every* tensor) is read in full; a tensor
+    with no gradient (the mean image's weight) gets direction 0. float64, detached.
+    """
+    named = list(model.named_parameters())
+    if not named:
+        raise InputError("the projection score reads the final model's parameters; the model has none (use score "
+                         "'loss')")
+    out = []
+    with _hook_free(model):
+        for j in range(x.shape[0]):
+            params = {k: p.detach().clone().requires_grad_(True) for k, p in named}
+            loss = nn.functional.cross_entropy(torch.func.functional_call(model, params, (x[j:j + 1],)), y[j:j + 1])
+            grads = torch.autograd.grad(loss, list(params.values()), allow_unused=True)
+            dirs = []
+            for gl, (_, p) in zip(grads, named, strict=True):
+                gl = torch.zeros_like(p, dtype=torch.float64) if gl is None else gl.detach().to(torch.float64)
+                dirs.append(gl * (min(1.0, clip_norm / max(float(gl.norm()), 1e-300)) / clip_norm))
+            out.append(dirs)
+    return out
+
+
+def projection_scores(model: nn.Module, directions: list[list[Tensor]], name: str, i: int) -> list[float]:
+    """−Σ_l ⟨θ_T,l, d_l⟩ for each canary's directions d (:func:`projection_directions`): higher ⇒ member.
+
+    Gradient descent moves θ along −∇ℓ(canary) when the canary is trained on, so a member's final parameters
+    project lower on d. The score reads the final model only (post-processing: any fixed d is valid), and a
+    constant shift of the start θ_0 shifts every trial's score by the same amount (the ranks, hence the
+    audit, are unchanged); ⟨θ_0 − θ_T, d⟩ with θ_0 known would be the hidden-state score of Cebere et al.
+    (ICLR 2025, §4), whose θ_0 dpaudit does not know.
+    """
+    named = list(model.named_parameters())
+    if not named:
+        raise TrainerError(f"trainer {name!r}, trial {i}: the returned model has no parameters; the projection score "
+                           "reads the final parameters (use score 'loss')")
+    if not all(bool(torch.isfinite(p.detach()).all()) for _, p in named):
+        raise TrainerError(f"trainer {name!r}, trial {i}: the returned model's parameters hold NaN or inf (the "
+                           "training diverged: check the learning rate, the noise and the clipping)")
+    scores = []
+    for dirs in directions:
+        if len(dirs) != len(named) or any(d.shape != p.shape for d, (_, p) in zip(dirs, named, strict=False)):
+            raise TrainerError(f"trainer {name!r}, trial {i}: the returned model's parameters "
+                               f"{[tuple(p.shape) for _, p in named]} are not the template trial's "
+                               f"{[tuple(d.shape) for d in dirs]}: the projection score needs one architecture")
+        scores.append(-sum(float((p.detach().to(torch.float64) * d).sum()) for d, (_, p) in
+                           zip(dirs, named, strict=True)))
+    return _finite_scores(scores, name, i, "the projection score")
+
+
+def _directions(ctx: Context, fn: Callable, i: int) -> list[list[Tensor]]:
+    """The projection score's directions for this game, from one extra trial of the trainer (kept per process).
+
+    That template trial trains on the natural records alone (no canary) with its own seed stream, before the
+    first audited trial this process plays, so the directions are fixed before, and independent of, every audited
+    trial: the score is then one fixed function of the final model (the audit's validity needs nothing more). Its
+    errors name trial ``i`` (the one that needed it) and the template trial.
+    """
+    key = ctx.game_id(Design.MULTI_RUN)
+    if key not in _DIRECTIONS:
+        c = ctx.canaries
+        assert isinstance(c, InputCanaries)
+        name = trainer_name(ctx.trainer)
+        where = f"trainer {name!r}, trial {i} (the projection score's template trial, on the natural records alone)"
+        with _deadline(ctx.timeout, name, i):
+            try:
+                model = fn(ctx.data.x.to(torch.float32), ctx.data.y, seed=trial_seed(ctx.seed, 0, _STREAM_TEMPLATE))
+            except (KeyboardInterrupt, _TrialTimeout):
+                raise
+            except BaseException as exc:
+                raise _user_error(exc, f"{where}: the trainer raised") from exc
+        if not isinstance(model, nn.Module):
+            raise TrainerError(f"{where}: must return a torch.nn.Module (the final model); got {type(model).__name__}")
+        _scores(model, c.x.to(torch.float32), c.y, "loss", name, i)  # its outputs checked as every trial's are
+        if not list(model.parameters()):
+            raise TrainerError(f"{where}: the returned model has no parameters; the projection score reads the final "
+                               "parameters (use score 'loss')")
+        with _user_code(f"{where}: dpaudit cannot differentiate the returned model's loss on the canary "
+                        "(torch.func.functional_call)"):
+            dirs = projection_directions(model, c.x.to(torch.float32), c.y, ctx.clip_norm)
+        if any(all(float(d.abs().max()) == 0.0 for d in ds) for ds in dirs):
+            raise TrainerError(f"{where}: the canary's loss has zero gradient at the template model, so the "
+                               "projection score would read nothing (use score 'loss')")
+        _DIRECTIONS[key] = dirs
+    return _DIRECTIONS[key]
+
+
 def _trainer_of(ctx: Context) -> Callable:
     """The trainer callable: the one the runner resolved (``ctx.fn``), else resolved here (cached by reference)."""
     return ctx.fn if ctx.fn is not None else load_trainer(ctx.trainer, ctx.base_dir)
@@ -728,6 +824,7 @@ def run_trial(ctx: Context, i: int) -> dict[str, Any]:
         if getattr(c, "kind", None) == conformance_record.KIND and rate is not None:
             wb.probe = _probe(ctx, fn, i)
         kwargs["audit"] = wb
+    directions = _directions(ctx, fn, i) if wb is None and ctx.score == "projection" else None
     with _deadline(ctx.timeout, name, i):
         try:
             model = fn(x, y, **kwargs)
@@ -744,7 +841,11 @@ def run_trial(ctx: Context, i: int) -> dict[str, Any]:
             scores = _white_scores(ctx, wb, model, name, i)
         else:
             assert isinstance(c, InputCanaries)  # a DiracCanary needs the white box (Context.__post_init__)
-            scores = _scores(model, c.x.to(torch.float32), c.y, ctx.score, name, i)
+            if directions is not None:  # the outputs are checked as for every black-box score, then θ_T is read
+                _scores(model, c.x.to(torch.float32), c.y, "loss", name, i)
+                scores = projection_scores(model, directions, name, i)
+            else:
+                scores = _scores(model, c.x.to(torch.float32), c.y, ctx.score, name, i)
     rec = {"trial": int(i), "seed": s, "members": [bool(b) for b in members], "scores": {ctx.score: scores}}
     if wb is not None and getattr(c, "kind", None) == conformance_record.KIND:
         rec["conformance"] = _conformance_stats(ctx, wb, model, name, i, bool(members[0]))

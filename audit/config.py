@@ -137,7 +137,7 @@ _RawTable = dict[str, Any]  # a TOML table as tomllib reads it, before it is che
 # The designs a user trainer gets when its config has no [canary] and no [attack] keys, chosen by the
 # fault-detection study (docs/fault-detection.md): the white-box one when the trainer accepts the
 # keyword ``audit`` (the hooks of attacks/plugin.py), else the black-box one (the final model only).
-RECOMMENDED_BLACK_BOX = {"canary": {"kind": "blank"}, "attack": {"threat_model": "black_box", "score": "loss"}}
+RECOMMENDED_BLACK_BOX = {"canary": {"kind": "blank"}, "attack": {"threat_model": "black_box", "score": "projection"}}
 RECOMMENDED_WHITE_BOX = {"canary": {"kind": "blank"}, "attack": {"threat_model": "white_box", "score": "inner_product"}}
 RECOMMENDED_DESIGN = RECOMMENDED_BLACK_BOX  # the design for a trainer that takes no ``audit`` keyword
 # ... and, in a config without [[variant]], a second audit of the same trainer in the same threat model with
@@ -145,6 +145,12 @@ RECOMMENDED_DESIGN = RECOMMENDED_BLACK_BOX  # the design for a trainer that take
 # misses). The run's significance is shared between the two (Bonferroni), so the verdict keeps its confidence.
 RECOMMENDED_VARIANTS: list[_RawTable] = [{"name": "main"},
                                              {"name": "mean_image", "canary": {"kind": "mean_image"}}]
+# In the black box the main audit reads the final parameters along the blank canary's per-tensor clipped gradient
+# ("projection": sees an excess in any tensor, e.g. per-tensor clipping), the mean image's audit the final model's
+# loss (its gradient is the bias alone, which its loss reads; docs/fault-detection.md, "A final-model score").
+RECOMMENDED_BLACK_BOX_VARIANTS: list[_RawTable] = [{"name": "main"},
+                                                   {"name": "mean_image", "canary": {"kind": "mean_image"},
+                                                    "attack": {"score": "loss"}}]
 # ... and, in the white box, a third audit whose dead_feature canary feeds the conformance tests of the DP-SGD
 # proof's premises (audit/conformance.py; they share that audit's significance with its ε audit).
 CONFORMANCE_VARIANT: _RawTable = {"name": "conformance", "canary": {"kind": "dead_feature"}}
@@ -197,6 +203,8 @@ def _recommend_one_run(raw: _RawTable, base_dir: str | Path | None) -> None:
         training = raw["training"]
         raw["attack"] = _recommended_design(str(training["trainer"]), trainer_folder(
             training.get("trainer_dir", ""), base_dir) or None)["attack"]
+        if raw["attack"]["threat_model"] == "black_box":  # m distinct canaries, one model: each read by its loss
+            raw["attack"]["score"] = "loss"
     for section, keys in RECOMMENDED_ONE_RUN.items():
         table = raw.setdefault(section, {})
         if isinstance(table, dict):  # anything else is reported by the schema check
@@ -387,8 +395,9 @@ def _recommend(raw: _RawTable, variants_raw: Any, base_dir: str | Path | None) -
                                                                               base_dir) or None)
         raw["canary"], raw["attack"] = design["canary"], design["attack"]
         if not variants_raw:
-            variants_raw = copy.deepcopy(RECOMMENDED_VARIANTS)
-            if design["attack"]["threat_model"] == "white_box":
+            white = design["attack"]["threat_model"] == "white_box"
+            variants_raw = copy.deepcopy(RECOMMENDED_VARIANTS if white else RECOMMENDED_BLACK_BOX_VARIANTS)
+            if white:
                 variants_raw.append(copy.deepcopy(CONFORMANCE_VARIANT))
             elif isinstance(raw.setdefault("audit", {}), dict) and "trials" not in raw["audit"]:
                 # black box, no fixed audit.trials asked for: the sequential design

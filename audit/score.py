@@ -494,6 +494,8 @@ def _trainer_config(trainer: Any, spec: DPSGD, *, trials: int, delta: float, sig
             inspect_ok = False
         design = config_mod.RECOMMENDED_WHITE_BOX if inspect_ok else config_mod.RECOMMENDED_BLACK_BOX
         design = {**design, "canary": {"kind": default_kind}}
+        if one_run and not inspect_ok:  # as the CLI's one-run default (audit.config._recommend_one_run)
+            design = {**design, "attack": {"threat_model": "black_box", "score": "loss"}}
     text = (f'[training]\ntrainer = {lit(name)}\ndataset = {lit(dataset)}\nn_records = {lit(n_records)}\n'
             f'noise_multiplier = {lit(float(spec.noise_multiplier))}\n{sampling}\nsteps = {lit(int(spec.steps))}\n'
             f'clip_norm = {lit(float(clip_norm))}\nneighbouring = {lit(spec.neighbouring.value)}\n'
@@ -507,7 +509,8 @@ def _trainer_config(trainer: Any, spec: DPSGD, *, trials: int, delta: float, sig
     if not explicit and not one_run:  # a one-run audit is one audit: the second and conformance ones need many runs
         text += "".join(f"[[variant]]\nname = {lit(v['name'])}\n" + "".join(
             f"{sec}.{k} = {lit(val)}\n" for sec, tab in v.items() if sec != "name" for k, val in tab.items())
-            for v in config_mod.RECOMMENDED_VARIANTS)
+            for v in (config_mod.RECOMMENDED_VARIANTS if design["attack"]["threat_model"] == "white_box" else
+                      config_mod.RECOMMENDED_BLACK_BOX_VARIANTS))
     cfg = config_mod.loads(text)
     for v in config_mod.variants(cfg):
         if runs.spec_of(v) != spec:

@@ -40,7 +40,8 @@ so there is no side-by-side ratio; the figure of merit is the catch table itself
     PYTHONPATH=. python benchmarks/bench_fault_detection.py conformance --out /tmp/conf.jsonl --workers 2
     PYTHONPATH=. python benchmarks/bench_fault_detection.py conformance-table /tmp/conf.jsonl
 
-``sequential`` runs the black-box default's two audits (blank and mean image, each at 2.5 %) with the
+``sequential`` runs the black-box default's two audits (blank, scored by the final parameters' projection, and mean
+image, by its loss; each at 2.5 %) with the
 sequential test of issue 25 (audit/statistics/sequential.py, ceiling 20,000 trials) and records the trials
 each spent and why it stopped; ``sequential-null`` simulates the test without training (the claimed
 mechanism's own scores: its false alarms at the null's boundary, its power on a sensitivity k·C leak).
@@ -49,6 +50,11 @@ mechanism's own scores: its false alarms at the null's boundary, its power on a 
     PYTHONPATH=. python benchmarks/bench_fault_detection.py sequential-table /tmp/seq.jsonl
     PYTHONPATH=. python benchmarks/bench_fault_detection.py sequential-null --reps 400
     PYTHONPATH=. python benchmarks/bench_fault_detection.py reach-ceiling /tmp/seq.jsonl --reps 40
+    PYTHONPATH=. python benchmarks/bench_fault_detection.py final-view --reps 40
+
+``final-view`` plays each bug's final-model view (``FINAL_VIEW``: the canary's summed shift along its direction against
+the final model's noise, a linear-update idealisation) through the same sequential test: which bugs a final-model
+score could catch at the ceiling.
 
 ``reach-ceiling`` answers "which bugs does the 20,000-trial ceiling allow a black-box audit to catch?": each bug's
 worst-case mechanism (``worst_case``: a sound upper bound on the transcript's leak, which bounds every black-box
@@ -75,6 +81,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -397,6 +404,9 @@ DESIGNS = {
     "bb_mean_image_loss": ("mean_image", "black_box", "loss", 1.0, None),
     "wb_mean_image_ip": ("mean_image", "white_box", "inner_product", 1.0, None),
     "diag_wb_opposing": ("dirac", "white_box", "inner_product", 1.0, "opposing"),
+    # the final parameters projected on the canary's per-tensor clipped gradient at a canary-free template model
+    "bb_blank_proj": ("blank", "black_box", "projection", 1.0, None),
+    "bb_mean_image_proj": ("mean_image", "black_box", "projection", 1.0, None),
 }
 
 
@@ -558,8 +568,10 @@ def replay_table(path: str) -> None:
 
 
 # The black-box default for a user trainer (issue 25): blank + mean image, each at 2.5 %, each the sequential test
-# (audit/statistics/sequential.py) with the 20,000-trial ceiling; today's fixed design spends 2 x 2,000.
-SEQ_DESIGNS = ("bb_blank_loss", "bb_mean_image_loss")
+# (audit/statistics/sequential.py) with the 20,000-trial ceiling; the fixed design spent 2 x 2,000. The blank canary is
+# scored by the final parameters' projection (audit.config.RECOMMENDED_BLACK_BOX); before, by its loss
+# (``--designs bb_blank_loss,bb_mean_image_loss`` replays that default).
+SEQ_DESIGNS = ("bb_blank_proj", "bb_mean_image_loss")
 SEQ_CEILING = 20_000
 
 
@@ -596,14 +608,16 @@ def sequential_once(trainer: str, design: str, seed: int, ceiling: int = SEQ_CEI
 def sequential_table(path: str) -> None:
     """Per trainer: trials spent by the black-box default (both audits) per seed, stop reasons, catches."""
     rows = [json.loads(line) for line in Path(path).read_text().splitlines()]
-    print("| trainer | seed | blank: trials (stop) | mean image: trials (stop) | both audits | caught | seconds |")
-    print("|---|---|---|---|---|---|---|")
+    designs = list(dict.fromkeys(r["design"] for r in rows))
+    heads = " | ".join(f"{dn}: trials (stop)" for dn in designs)
+    print(f"| trainer | seed | {heads} | all audits | caught | seconds |")
+    print("|---|---|" + "---|" * len(designs) + "---|---|---|")
     for t in dict.fromkeys(r["trainer"] for r in rows):
         for seed in sorted({r["seed"] for r in rows if r["trainer"] == t}):
             rs = {r["design"]: r for r in rows if r["trainer"] == t and r["seed"] == seed}
-            cells = [f"{rs[dn]['trials']:,} ({rs[dn]['stopped']})" if dn in rs else "" for dn in SEQ_DESIGNS]
+            cells = [f"{rs[dn]['trials']:,} ({rs[dn]['stopped']})" if dn in rs else "" for dn in designs]
             total = sum(r["trials"] for r in rs.values())
-            print(f"| {t} | {seed} | {cells[0]} | {cells[1]} | {total:,} | {any(r['caught'] for r in rs.values())} "
+            print(f"| {t} | {seed} | {' | '.join(cells)} | {total:,} | {any(r['caught'] for r in rs.values())} "
                   f"| {sum(r['seconds'] for r in rs.values()):.0f} |")
 
 
@@ -944,6 +958,61 @@ def optimal_sequential(curve: acc.TradeOff, claim, *, reps: int = REACH_REPLICAT
     return hits, spent
 
 
+# The final-model view of each bug (issue 25, "A final-model score"): what the final parameters show along the canary's
+# direction, for a trainer whose per-step contributions do not depend on θ (the linear-update idealisation: the zoo's
+# linear model moves little in 10 steps). The final model is then θ_0 − η/B·(D + Σ_t (c_t + Z_t)) with the other
+# records' term D independent of the canary, so its projection on the canary's unit contribution direction, in units
+# of C, is a post-processing of (the canary's summed shift) + N(0, noise variance): the samplers below draw that pair
+# (members, score). Its likelihood ratio increases with the score (a mixture of shifts ≥ 0 of one Gaussian), so the
+# score IS the optimal attack of this view; dropping D only helps the attack (an upper bound on the view's leak).
+# (description, bound, in-score sampler: rng, n -> shift); the noise is N(0, T·σ²) unless the entry says otherwise.
+FINAL_VIEW = {
+    "correct": ("K·C, K ~ Bin(T, q)", "exact (linear)", lambda rng, n: rng.binomial(STEPS, Q, n) * 1.0),
+    "noise_reused": ("K·C against noise T·σC (one draw, T times)", "exact (linear)",
+                     lambda rng, n: rng.binomial(STEPS, Q, n) * 1.0),
+    "clip_sum": ("K·0.65·C (offered canaries' largest move, `sensitivity`)", "estimate",
+                 lambda rng, n: rng.binomial(STEPS, Q, n) * 0.65),
+    "per_layer_clip": ("K·1.35·C (blank: weight C, bias 0.9·C, read per tensor)", "estimate",
+                       lambda rng, n: rng.binomial(STEPS, Q, n) * 1.35),
+    "mask_once": ("T·C w.p. q, else 0 (all steps or none)", "exact (linear)",
+                  lambda rng, n: (rng.random(n) < Q) * float(STEPS)),
+    "mean_times_batch": ("K·1.45·C along clip(g) − mean batch gradient (`sensitivity`)", "estimate",
+                         lambda rng, n: rng.binomial(STEPS, Q, n) * 1.45),
+    "shuffled_batches": ("T/2·C always (5 of 10 steps; a moved record counts once per epoch either way)",
+                         "exact (linear)", lambda rng, n: np.full(n, STEPS / 2)),
+}
+FINAL_NOISE_VAR = {"noise_reused": STEPS ** 2 * SIGMA ** 2}  # else STEPS·SIGMA²
+
+
+def final_view(reps: int = REACH_REPLICATES, ceiling: int = SEQ_CEILING) -> None:
+    """Each bug's final-model view (:data:`FINAL_VIEW`) played through the black-box default's sequential test (each
+    audit at 2.5 %, the 14 looks to 20,000), with and without futility: which bugs a final-model score could catch."""
+    from audit import statistics
+
+    _, _, curves = _setup()
+    f = curves.best
+    curve = lambda a: f(torch.as_tensor(a, dtype=torch.float64)).numpy()  # noqa: E731
+    print("| bug | final-model view (units of C) | bound | violations without futility; with futility (median "
+          "trials) |")
+    print("|---|---|---|---|")
+    for bug, (what, bound, shift) in FINAL_VIEW.items():
+        sd = math.sqrt(FINAL_NOISE_VAR.get(bug, STEPS * SIGMA ** 2))
+        hits = {True: 0, False: 0}
+        spent = []
+        for r in range(reps):
+            rng = np.random.default_rng(r)
+            m = rng.random(ceiling) < 0.5
+            sc = sd * rng.standard_normal(ceiling) + np.where(m, shift(rng, ceiling), 0.0)
+            for fut in (False, True):
+                res = statistics.sequential_test(sc, m, curve, significance=SIGNIFICANCE / 2, max_trials=ceiling,
+                                                 futility=fut)
+                hits[fut] += res.violated
+                if fut:
+                    spent.append(res.trials)
+        print(f"| {bug} | {what} | {bound} | {hits[False]}/{reps}; {hits[True]}/{reps} ({int(np.median(spent)):,}) |",
+              flush=True)
+
+
 def _black_box_result(rows: list[dict], bug: str) -> str:
     rs = [r for r in rows if r["trainer"] == bug]
     if not rs:
@@ -1103,6 +1172,8 @@ def main() -> None:
     rc.add_argument("seq", nargs="*", help="JSONL files of `sequential` (the black-box results column)")
     rc.add_argument("--reps", type=int, default=REACH_REPLICATES)
     rc.add_argument("--futility-z", type=float, default=None, help="futility's z (default: the test's, 0.25)")
+    fv = sub.add_parser("final-view", help="each bug's final-model view through the sequential test (issue 25)")
+    fv.add_argument("--reps", type=int, default=REACH_REPLICATES)
     t = sub.add_parser("table", help="markdown table from the JSONL results")
     t.add_argument("study")
     t.add_argument("false_alarm", nargs="?")
@@ -1147,6 +1218,8 @@ def main() -> None:
         sensitivity()
     elif args.cmd == "reach":
         reach()
+    elif args.cmd == "final-view":
+        final_view(args.reps)
     elif args.cmd == "reach-ceiling":
         ceiling_reach(args.seq, args.reps, futility_z=args.futility_z)
     else:

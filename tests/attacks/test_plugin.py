@@ -55,7 +55,7 @@ def test_trainer_from_the_config_folder_through_the_toml_key(tmp_path):
     assert loaded.training.trainer_dir == str(tmp_path.resolve())
     folder, result = runs.execute(cfg, tmp_path / "run", progress=False)
     a = result.audits[0]
-    assert a.trials == 6 and a.threat_model == "black_box" and a.score == "loss"
+    assert a.trials == 6 and a.threat_model == "black_box" and a.score == "projection"
     lines = (folder / "audits" / "main" / "trials.jsonl").read_text().splitlines()
     assert [json.loads(x)["trial"] for x in lines] == list(range(6))
     # resume re-reads config.toml (the folder is recorded) and runs nothing new
@@ -66,7 +66,7 @@ def test_trainer_from_the_config_folder_through_the_toml_key(tmp_path):
 
 def test_the_default_design_follows_what_the_trainer_supports(tmp_path):
     # docs/fault-detection.md: no [canary]/[attack] keys -> a blank canary, scored by the per-step
-    # projection (white box) for a trainer taking audit=, by the final model's loss (black box) otherwise
+    # projection (white box) for a trainer taking audit=, by the final parameters' projection (black box) otherwise
     (tmp_path / "sig_mod.py").write_text(textwrap.dedent('''
         def black(x, y, *, seed):
             pass
@@ -76,10 +76,10 @@ def test_the_default_design_follows_what_the_trainer_supports(tmp_path):
     '''), encoding="utf-8")
     claim = '\nn_records = 30\nnoise_multiplier = 2.0\nsteps = 3\n'
     for fn, sampling, kind, threat, score in [
-            ("black", "poisson", "blank", "black_box", "loss"),
+            ("black", "poisson", "blank", "black_box", "projection"),
             ("white", "poisson", "blank", "white_box", "inner_product"),
             ("white", "fixed_size", "blank", "white_box", "inner_product"),  # input canaries: any sampling
-            ("missing", "poisson", "blank", "black_box", "loss")]:  # not importable: the run reports it
+            ("missing", "poisson", "blank", "black_box", "projection")]:  # not importable: the run reports it
         cfg = tmp_path / f"{fn}_{sampling}.toml"
         cfg.write_text(f'[training]\ntrainer = "sig_mod:{fn}"\nsampling = "{sampling}"{claim}', encoding="utf-8")
         loaded = config.load(cfg)

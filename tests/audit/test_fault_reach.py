@@ -195,3 +195,29 @@ def test_scale_witness_matches_simulation():
     _, _, curves = bench._setup()
     assert float(curves.best(torch.tensor([fpr], dtype=torch.float64))) > fnr + 0.3
     assert bench.worst_case("opacus_rate").witness[1] < 1e-100  # σC/33 against σC/50: the worlds are separated
+
+
+def test_final_view_shifts_and_the_shuffled_view_inside_the_claim():
+    """``FINAL_VIEW`` (docs/fault-detection.md, "A final-model score"): each in-sampler's mean is its derivation's
+    (T·q·Δ for the Poisson bugs, q·T for mask_once, exactly T/2 for shuffled_batches; 200,000 draws, tolerance
+    5 standard errors), noise_reused's noise variance is T²σ², and shuffled_batches' final view, μ-GDP with
+    μ = (T/2)/(σ√T) = 0.527, lies on or above the claim's PLD curve at every FPR of a log grid (so no test of it
+    can show a violation: "not allowed")."""
+    from scipy.stats import norm
+
+    rng = np.random.default_rng(0)
+    n, t, q, sigma = 200_000, bench.STEPS, bench.Q, bench.SIGMA
+    means = {"correct": t * q, "noise_reused": t * q, "clip_sum": t * q * 0.65, "per_layer_clip": t * q * 1.35,
+             "mask_once": q * t, "mean_times_batch": t * q * 1.45, "shuffled_batches": t / 2}
+    assert set(means) == set(bench.FINAL_VIEW)
+    for bug, mean in means.items():
+        x = bench.FINAL_VIEW[bug][2](rng, n)
+        assert abs(float(x.mean()) - mean) <= 5 * (float(x.std()) + 1e-12) / math.sqrt(n) + 1e-12, bug
+    assert set(np.unique(bench.FINAL_VIEW["mask_once"][2](rng, 1000))) == {0.0, float(t)}
+    assert bench.FINAL_NOISE_VAR == {"noise_reused": t ** 2 * sigma ** 2}
+    mu = (t / 2) / (sigma * math.sqrt(t))
+    assert mu == pytest.approx(0.527, abs=1e-3)
+    a = np.logspace(-8, 0, 400)[:-1]
+    gdp = norm.cdf(norm.ppf(1 - a) - mu)
+    f = bench._setup()[2].best(torch.as_tensor(a, dtype=torch.float64)).numpy()
+    assert bool(np.all(gdp >= f - 1e-9)), float(np.max(f - gdp))

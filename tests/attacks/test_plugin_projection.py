@@ -1,0 +1,158 @@
+"""The black-box ``projection`` score of a user trainer (attacks/plugin.py) and the black-box default that uses it."""
+
+import textwrap
+
+import pytest
+import torch
+
+from attacks import canaries, data, plugin
+from attacks.games import trial_seed
+from audit import config
+
+
+@pytest.fixture(scope="module")
+def small():
+    d = data.digits().subset(slice(0, 30))
+    return d, canaries.blank(d, 1, generator=torch.Generator().manual_seed(0))
+
+
+def _gd(x, y, start=0.0, steps=3, lr=0.5):
+    """Noise-free full-batch gradient descent (sum of the examples' losses) on a linear model from θ_0 = start."""
+    model = torch.nn.Linear(x.shape[1], 10)
+    with torch.no_grad():
+        model.weight.fill_(start)
+        model.bias.fill_(start)
+    opt = torch.optim.SGD(model.parameters(), lr=lr)
+    for _ in range(steps):
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(model(x), y, reduction="sum").backward()
+        opt.step()
+    return model
+
+
+def gd_train(x, y, *, seed):
+    return _gd(x, y)
+
+
+def test_a_member_scores_higher_than_a_non_member(small):
+    # no noise, no clipping: the canary's own gradient step moves θ_T against its direction, so every member's
+    # score exceeds every non-member's (higher ⇒ member, the order every audit reads)
+    d, c = small
+    out = plugin.multi_run_game(plugin.Context(gd_train, d, c, seed=3, score="projection"), n_trials=8, progress=False)
+    s, m = out.scores["projection"], out.truth
+    assert 0 < int(m.sum()) < 8
+    assert float(s[m].min()) > float(s[~m].max())
+
+
+def test_directions_are_per_tensor_clipped_gradients_at_the_template(small):
+    d, c = small
+    model = _gd(d.x.to(torch.float32), d.y, lr=0.01)
+    (dirs,) = plugin.projection_directions(model, c.x.to(torch.float32), c.y, 2.0)
+    named = dict(model.named_parameters())
+    params = {k: p.detach().clone().requires_grad_(True) for k, p in named.items()}
+    loss = torch.nn.functional.cross_entropy(torch.func.functional_call(model, params, (c.x.to(torch.float32),)), c.y)
+    grads = torch.autograd.grad(loss, list(params.values()))
+    for di, gi in zip(dirs, grads, strict=True):
+        # each tensor clipped to C = 2 on its own, then divided by C: norm min(‖g_l‖/C, 1)
+        # (float32 gradients: 1e-6 relative)
+        assert float(di.norm()) == pytest.approx(min(float(gi.norm()) / 2.0, 1.0), rel=1e-6)
+        assert float(torch.nn.functional.cosine_similarity(di.flatten(), gi.double().flatten(), dim=0)) == \
+            pytest.approx(1.0, abs=1e-6)
+    # the weight's gradient (‖r‖·‖x‖) is clipped, the bias's (‖r‖ ≤ √2 < C) is not
+    assert float(dirs[0].norm()) == pytest.approx(1.0) and float(dirs[1].norm()) < 0.75
+    # the mean image (x = 0 in model space) has no weight gradient: its weight direction is 0, the bias's is not
+    mean = canaries.mean_image(d, 1, generator=torch.Generator().manual_seed(0))
+    (w, b), = plugin.projection_directions(model, mean.x.to(torch.float32), mean.y, 1.0)
+    assert float(w.abs().max()) == 0.0 and float(b.norm()) > 0
+
+
+def test_a_constant_shift_of_the_parameters_shifts_every_score_alike(small):
+    # what makes an unknown fixed start θ_0 harmless: with the directions fixed, θ_T + a (a fixed vector) moves every
+    # trial's score by −⟨a, d⟩, so every threshold test (ranks) is unchanged
+    d, c = small
+    dirs = plugin.projection_directions(_gd(d.x.to(torch.float32), d.y, lr=0.01), c.x.to(torch.float32), c.y, 1.0)
+    models = [_gd(d.x[:k].to(torch.float32), d.y[:k], lr=0.01) for k in (10, 20, 30)]
+    base = [plugin.projection_scores(m, dirs, "t", 0)[0] for m in models]
+    g = torch.Generator().manual_seed(1)
+    shift = [0.3 * torch.randn(p.shape, generator=g) for p in models[0].parameters()]
+    for m in models:
+        with torch.no_grad():
+            for p, a in zip(m.parameters(), shift, strict=True):
+                p.add_(a)
+    moved = [plugin.projection_scores(m, dirs, "t", 0)[0] for m in models]
+    shifts = [a - b for a, b in zip(moved, base, strict=True)]
+    want = -sum(float((a.double() * x).sum()) for a, x in zip(shift, dirs[0], strict=True))
+    assert abs(want) > 0.01  # a shift the score sees; float32 parameters: 1e-5 relative
+    assert shifts == pytest.approx([want] * 3, rel=1e-5)
+
+
+def test_the_directions_come_from_one_canary_free_template_trial_not_the_audited_ones(small):
+    # the score is fixed before the trials: one extra call of the trainer on the natural records alone (no canary
+    # row), with its own seed stream, gives the directions; each trial's score is then its own final model projected
+    # on them (no membership bit, no other trial read)
+    d, c = small
+    calls, models = [], {}
+
+    def spy(x, y, *, seed):
+        calls.append((x.shape[0], seed, bool((x == c.x[0]).all(dim=1).any())))
+        models[seed] = _gd(x, y)
+        return models[seed]
+
+    ctx = plugin.Context(spy, d, c, seed=11, score="projection")
+    out = plugin.multi_run_game(ctx, n_trials=5, progress=False)
+    t_seed = trial_seed(11, 0, plugin._STREAM_TEMPLATE)
+    seeds = [trial_seed(11, i, plugin._STREAM_TRAINER) for i in range(5)]
+    assert [call for call in calls if call[1] == t_seed] == [(d.n, t_seed, False)]  # the natural records only
+    assert sorted(call[1] for call in calls if call[1] != t_seed) == sorted(seeds)
+    expected = plugin.projection_directions(models[t_seed], c.x.to(torch.float32), c.y, 1.0)
+    assert all(torch.equal(g, w) for g, w in zip(plugin._directions(ctx, spy, 0)[0], expected[0], strict=True))
+    for i, seed in enumerate(seeds):
+        assert float(out.scores["projection"][i]) == plugin.projection_scores(models[seed], expected, "t", i)[0]
+    plugin.multi_run_game(ctx, n_trials=2, progress=False)
+    assert len(calls) == 8 and sum(call[1] == t_seed for call in calls) == 1  # a second game: no second template
+
+
+class _NoParams(torch.nn.Module):
+    def forward(self, x):
+        return x[:, :10]
+
+
+def test_a_model_without_parameters_is_an_error_naming_the_score(small):
+    d, c = small
+
+    def bare(x, y, *, seed):
+        return _NoParams()
+
+    with pytest.raises(plugin.TrainerError, match=r"trial 0 \(the projection score's template trial, on the natural "
+                                                  r"records alone\): the returned model has no parameters; the "
+                                                  r"projection score reads the final parameters \(use score 'loss'\)"):
+        plugin.multi_run_game(plugin.Context(bare, d, c, seed=0, score="projection"), n_trials=2, progress=False)
+    with pytest.raises(plugin.TrainerError, match=r"trainer 't', trial 4: the returned model has no parameters"):
+        plugin.projection_scores(_NoParams(), [[torch.zeros(1)]], "t", 4)
+
+
+def test_a_model_whose_shapes_differ_from_the_template_is_an_error(small):
+    d, c = small
+    dirs = plugin.projection_directions(_gd(d.x.to(torch.float32), d.y), c.x.to(torch.float32), c.y, 1.0)
+    with pytest.raises(plugin.TrainerError, match=r"trial 2: the returned model's parameters .* are not the template"):
+        plugin.projection_scores(torch.nn.Linear(64, 11), dirs, "t", 2)
+
+
+def test_the_black_box_default_reads_the_parameters_and_the_mean_image_its_loss(tmp_path):
+    # docs/fault-detection.md, "A final-model score": a trainer without audit= and no design keys gets two audits at
+    # half the significance each: the blank canary scored by the projection, the mean image by its loss; the
+    # one-run game keeps the loss (m distinct canaries, one model)
+    (tmp_path / "bb_mod.py").write_text(textwrap.dedent('''
+        def black(x, y, *, seed):
+            pass
+    '''), encoding="utf-8")
+    claim = '[training]\ntrainer = "bb_mod:black"\nn_records = 30\nnoise_multiplier = 2.0\nsteps = 3\n'
+    cfg = tmp_path / "bb.toml"
+    cfg.write_text(claim, encoding="utf-8")
+    got = [(v.name, v.canary.kind, v.attack.threat_model, v.attack.score, v.audit.max_trials)
+           for v in config.variants(config.load(cfg))]
+    assert got == [("main", "blank", "black_box", "projection", config.SEQUENTIAL_MAX_TRIALS),
+                   ("mean_image", "mean_image", "black_box", "loss", config.SEQUENTIAL_MAX_TRIALS)]
+    cfg.write_text(claim + '[audit]\ngame = "one_run"\n', encoding="utf-8")
+    (v,) = config.variants(config.load(cfg))
+    assert (v.attack.threat_model, v.attack.score) == ("black_box", "loss")
