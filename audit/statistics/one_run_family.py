@@ -154,6 +154,19 @@ def _split(a: float, b: float) -> float:
     return 1.0 - math.sqrt((1.0 - a) * (1.0 - b)) if a >= 0.5 else 0.5 * (a + b)
 
 
+def _checked_counts(counts: list[tuple[int, int]], m: int) -> list[tuple[int, int]]:
+    """(released guesses r, errors u) pairs with 1 ≤ r ≤ m and 0 ≤ u ≤ r, else an InputError naming ``counts``."""
+    if not isinstance(counts, (list, tuple)) or not counts:
+        raise InputError(f"counts must be a non-empty list of (guesses r, errors u) pairs; got {counts!r}")
+    out = []
+    for pair in counts:
+        if not isinstance(pair, (list, tuple)) or len(pair) != 2:
+            raise InputError(f"counts must hold (guesses r, errors u) pairs; got {pair!r}")
+        r = _count("counts: guesses r", pair[0], 1, m)
+        out.append((r, _count("counts: errors u", pair[1], 0, r)))
+    return out
+
+
 def sgm_family_epsilon(steps: int, m: int, counts: list[tuple[int, int]], level: float, delta: float,
                        *, refine: int = _REFINE) -> tuple[float, float, float]:
     """inf of ε over the accepted members (module doc): (ε_lower, q at the minimum, μ_lo there).  Bound: lower.
@@ -161,6 +174,10 @@ def sgm_family_epsilon(steps: int, m: int, counts: list[tuple[int, int]], level:
     ``counts``: (released guesses r, errors u) per guess count of the union bound; ``level``: s / #grid.
     """
     t = _count("steps", steps, 1, 10_000)
+    m, counts, level = _count("m", m, 1, MAX_CANARIES), _checked_counts(counts, m), _significance(level)
+    d = _delta(delta)
+    if d <= 0:
+        raise InputError(f"delta must be in (0, 1) for the family bound (μ' = ∞ members have δ > 0); got {delta!r}")
     test = _Test(t, m, counts, level)
     q0 = _q_floor(test)
     if q0 is None:
@@ -173,7 +190,7 @@ def sgm_family_epsilon(steps: int, m: int, counts: list[tuple[int, int]], level:
 
     def term(i: int) -> float:
         a, b = grid[i], grid[i + 1]
-        return math.inf if mu[b] == math.inf else _epsilon(a, mu[b], t, delta)
+        return math.inf if mu[b] == math.inf else _epsilon(a, mu[b], t, d)
 
     terms = {(grid[i], grid[i + 1]): term(i) for i in range(len(grid) - 1)}
     for _ in range(int(refine)):
@@ -185,8 +202,8 @@ def sgm_family_epsilon(steps: int, m: int, counts: list[tuple[int, int]], level:
             break
         mu[c] = _mu_lower(test, c, mu[b], mu[a] if mu[a] < math.inf else 1.3 * mu[b])
         del terms[(a, b)]
-        terms[(a, c)] = math.inf if mu[c] == math.inf else _epsilon(a, mu[c], t, delta)
-        terms[(c, b)] = math.inf if mu[b] == math.inf else _epsilon(c, mu[b], t, delta)
+        terms[(a, c)] = math.inf if mu[c] == math.inf else _epsilon(a, mu[c], t, d)
+        terms[(c, b)] = math.inf if mu[b] == math.inf else _epsilon(c, mu[b], t, d)
     (a, b), val = min(terms.items(), key=lambda kv: kv[1])
     return (0.0 if val == math.inf else val), a, mu[b]
 

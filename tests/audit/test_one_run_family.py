@@ -173,6 +173,17 @@ def test_bad_input_names_the_parameter(kwargs, name):
         st.epsilon_one_run_order_sgm_family(np.arange(10.0), np.arange(10) % 2 == 0, **args)
 
 
+@pytest.mark.parametrize(("args", "name"), [
+    ((2, 40, [(40, 20)], 0.0, 1e-5), "significance"),  # level 0: log2(0) was a ValueError (random Hypothesis find)
+    ((2, 40, [(40, 20)], 0.01, 0.0), "delta"), ((2, 40, [], 0.01, 1e-5), "counts"),
+    ((2, 40, [(50, 1)], 0.01, 1e-5), "guesses"), ((2, 40, [(10, 11)], 0.01, 1e-5), "errors"),
+    ((2, 0, [(1, 0)], 0.01, 1e-5), "m"), ((2, 40, [(10,)], 0.01, 1e-5), "counts"),
+])
+def test_family_search_bad_input_names_the_parameter(args, name):
+    with pytest.raises(InputError, match=name):
+        st.sgm_family_epsilon(*args)
+
+
 def test_bad_null_parameters():
     with pytest.raises(InputError, match="q"):
         ComposedSubsampledGaussianNull(0.0, 3)

@@ -254,6 +254,25 @@ def test_one_run_order_bounds(x, seed, d, s, guesses):
     _call(st.one_run_order_guess_grid, len(x) if seed else seed - 1)
 
 
+@settings(FUZZ, max_examples=8)  # each call searches a (q', μ') grid (up to ~6 s): fewer examples
+@given(x=score_list, seed=hs.integers(0, 3), d=unit, s=unit, steps=hs.one_of(hs.integers(-1, 12), junk),
+       guesses=hs.one_of(hs.none(), hs.lists(hs.integers(-1, 70), max_size=3), junk))
+def test_one_run_order_sgm_family(x, seed, d, s, steps, guesses):
+    """The composite-SGM family bound: ε ≥ 0 (∞ allowed: a perfect guesser) or an input error; its inner search
+    (counts per guess count, a level) likewise."""
+    y = np.random.default_rng(seed).random(len(x)) < 0.5
+    if seed == 3 and len(x) > 1:
+        y = y[:-1]  # length mismatch
+    out = _call(st.epsilon_one_run_order_sgm_family, x, y, steps=steps, delta=d, significance=s, guesses=guesses)
+    if out is not None:
+        assert out.value >= 0
+    m = max(len(x), 1)
+    counts_ = [(r, u) for r, u in ((m, m // 2), (max(m // 2, 1), 0)) if 0 <= u <= r <= m]
+    e = _call(st.sgm_family_epsilon, steps, m, counts_, s, d)
+    if e is not None:
+        assert e[0] >= 0
+
+
 @FUZZ
 @given(null=nulls, theta=reals, m=counts, r=counts, u=counts, d=unit, s=unit)
 def test_one_run_order_p_values_and_theta(null, theta, m, r, u, d, s):
@@ -339,7 +358,8 @@ def test_every_public_function_is_fuzzed():
               "ceiling_one_run_order", "one_run_order_guess_grid", "one_run_order_p_value", "one_run_order_p_values",
               "one_run_order_theta_lower", "order_null_epsilon", "epsilon_one_run_scores",
               "gdp_lower_bound_one_run_scores", "gdp_mu_from_boxes", "one_run_in_out",
-              "look_schedule", "look_levels", "box_margin", "futile", "sequential_test"}
+              "look_schedule", "look_levels", "box_margin", "futile", "sequential_test",
+              "epsilon_one_run_order_sgm_family", "sgm_family_epsilon"}
     public = {n for n in st.__all__ if callable(getattr(st, n)) and n[0].islower()}
     assert public == fuzzed
 
