@@ -684,7 +684,7 @@ def _run_tasks(once, key: tuple[str, ...], tasks, out: str, workers: int, what: 
     fields), appending each record as it finishes (an interrupted study loses no finished audit)."""
     done = set()
     if Path(out).exists():
-        done = {tuple(r[k] for k in key) for r in map(json.loads, Path(out).read_text().splitlines())}
+        done = {tuple(r.get(k) for k in key) for r in map(json.loads, Path(out).read_text().splitlines())}
     tasks = [t for t in tasks if tuple(t[:len(key)]) not in done]
     print(f"{len(tasks)} {what} to run ({len(done)} already in {out})", flush=True)
     with open(out, "a", encoding="utf-8") as fh:

@@ -88,8 +88,9 @@ FUTILITY_Z = 0.0
 
 0 (the rates as estimated) since issue 25's last round; 0.25 before. On the black-box default (blank canary by
 projection + mean image by loss, seeds 1000–1019) a correct trainer spends 1,610 trials on average for both audits
-at 0 against 987 at 0.25 (40 % and 25 % of the former fixed 2 × 2,000), and `per_layer_clip` is caught on more
-seeds; the optimal attack on `mask_once` 11/40 instead of 5/40 (docs/fault-detection.md, "Futility at z = 0")."""
+at 0 against 987 at 0.25 (40 % and 25 % of the former fixed 2 × 2,000; −0.25: 59 %), and `per_layer_clip` is
+caught on 5 of 20 seeds instead of 2; simulated, the optimal attack on `mask_once` rejects 11/40 instead of 5/40
+(docs/fault-detection.md, "Futility at z = 0"). Futility only ends an audit with a pass: z never affects validity."""
 
 FINAL_SHARE = 0.5
 """The share of α spent at the ceiling look (:func:`look_levels`); the earlier looks share the rest equally."""
