@@ -575,8 +575,13 @@ SEQ_DESIGNS = ("bb_blank_proj", "bb_mean_image_loss")
 SEQ_CEILING = 20_000
 
 
-def sequential_once(trainer: str, design: str, seed: int, ceiling: int = SEQ_CEILING) -> dict:
-    """One seeded sequential audit (the runner's loop: blocks of trials, the looks replayed after each block)."""
+def sequential_once(trainer: str, design: str, seed: int, ceiling: int = SEQ_CEILING, futility_z: float | None = None,
+                    replay_z: tuple[float, ...] = ()) -> dict:
+    """One seeded sequential audit (the runner's loop: blocks of trials, the looks replayed after each block).
+
+    ``futility_z``: futility's z (None: the test's default, ``FUTILITY_Z``). ``replay_z``: further z values whose
+    decisions are replayed on the same trials (record ``replay``); futility stops no later at a larger z (the
+    projected rates only move toward the claim), so give z ≥ ``futility_z`` and the trials played suffice."""
     import tempfile
 
     from audit import statistics
@@ -591,18 +596,25 @@ def sequential_once(trainer: str, design: str, seed: int, ceiling: int = SEQ_CEI
     f = curves.best
     curve = lambda a: f(torch.as_tensor(a, dtype=torch.float64)).numpy()  # noqa: E731
     looks = statistics.look_schedule(ceiling)
+    zk = {} if futility_z is None else {"futility_z": futility_z}
     t0, target = time.perf_counter(), looks[0]
     with tempfile.TemporaryDirectory() as tmp:
         while True:
             out = plugin.multi_run_game(ctx, n_trials=target, run_dir=tmp, progress=False)
             res = statistics.sequential_test(out.scores[score], out.truth, curve, significance=SIGNIFICANCE / 2,
-                                             max_trials=ceiling)
+                                             max_trials=ceiling, **zk)
             if res.stopped != "continue":
                 break
             target = min(res.next_look, target + max(250, target // 4))
-    return {"trainer": trainer, "design": design, "seed": seed, "ceiling": ceiling, "stopped": res.stopped,
-            "trials": res.trials, "caught": res.violated, "seconds": round(time.perf_counter() - t0, 2),
-            "margins": [round(x.margin, 4) for x in res.evaluated]}
+    replay = {}
+    for z in replay_z:
+        r = statistics.sequential_test(out.scores[score], out.truth, curve, significance=SIGNIFICANCE / 2,
+                                       max_trials=ceiling, futility_z=z)
+        replay[str(z)] = {"stopped": r.stopped, "trials": r.trials, "caught": r.violated}
+    return {"trainer": trainer, "design": design, "seed": seed, "ceiling": ceiling, "futility_z": futility_z,
+            "stopped": res.stopped, "trials": res.trials, "caught": res.violated,
+            "seconds": round(time.perf_counter() - t0, 2), "margins": [round(x.margin, 4) for x in res.evaluated],
+            "replay": replay}
 
 
 def sequential_table(path: str) -> None:
@@ -672,8 +684,8 @@ def _run_tasks(once, key: tuple[str, ...], tasks, out: str, workers: int, what: 
     fields), appending each record as it finishes (an interrupted study loses no finished audit)."""
     done = set()
     if Path(out).exists():
-        done = {tuple(r[k] for k in key) for r in map(json.loads, Path(out).read_text().splitlines())}
-    tasks = [t for t in tasks if t not in done]
+        done = {tuple(r.get(k) for k in key) for r in map(json.loads, Path(out).read_text().splitlines())}
+    tasks = [t for t in tasks if tuple(t[:len(key)]) not in done]
     print(f"{len(tasks)} {what} to run ({len(done)} already in {out})", flush=True)
     with open(out, "a", encoding="utf-8") as fh:
         if workers <= 1:
@@ -984,10 +996,13 @@ FINAL_VIEW = {
 FINAL_NOISE_VAR = {"noise_reused": STEPS ** 2 * SIGMA ** 2}  # else STEPS·SIGMA²
 
 
-def final_view(reps: int = REACH_REPLICATES, ceiling: int = SEQ_CEILING) -> None:
+def final_view(reps: int = REACH_REPLICATES, ceiling: int = SEQ_CEILING, futility_z: float | None = None) -> None:
     """Each bug's final-model view (:data:`FINAL_VIEW`) played through the black-box default's sequential test (each
-    audit at 2.5 %, the 14 looks to 20,000), with and without futility: which bugs a final-model score could catch."""
+    audit at 2.5 %, the 14 looks to 20,000), with and without futility (at ``futility_z``; None: the test's default):
+    which bugs a final-model score could catch."""
     from audit import statistics
+
+    zk = {} if futility_z is None else {"futility_z": futility_z}
 
     _, _, curves = _setup()
     f = curves.best
@@ -1005,7 +1020,7 @@ def final_view(reps: int = REACH_REPLICATES, ceiling: int = SEQ_CEILING) -> None
             sc = sd * rng.standard_normal(ceiling) + np.where(m, shift(rng, ceiling), 0.0)
             for fut in (False, True):
                 res = statistics.sequential_test(sc, m, curve, significance=SIGNIFICANCE / 2, max_trials=ceiling,
-                                                 futility=fut)
+                                                 futility=fut, **zk)
                 hits[fut] += res.violated
                 if fut:
                     spent.append(res.trials)
@@ -1164,6 +1179,8 @@ def main() -> None:
     sq.add_argument("--first-seed", type=int, default=1000)
     sq.add_argument("--ceiling", type=int, default=SEQ_CEILING)
     sq.add_argument("--workers", type=int, default=1)
+    sq.add_argument("--futility-z", type=float, default=None, help="futility's z (default: the test's FUTILITY_Z)")
+    sq.add_argument("--replay-z", default="", help="comma-separated larger z values replayed on the same trials")
     st = sub.add_parser("sequential-table", help="markdown table of the sequential JSONL")
     st.add_argument("path")
     sn = sub.add_parser("sequential-null", help="the sequential test's false alarms and power without training")
@@ -1171,9 +1188,10 @@ def main() -> None:
     rc = sub.add_parser("reach-ceiling", help="which bugs the sequential ceiling allows a black-box audit to catch")
     rc.add_argument("seq", nargs="*", help="JSONL files of `sequential` (the black-box results column)")
     rc.add_argument("--reps", type=int, default=REACH_REPLICATES)
-    rc.add_argument("--futility-z", type=float, default=None, help="futility's z (default: the test's, 0.25)")
+    rc.add_argument("--futility-z", type=float, default=None, help="futility's z (default: the test's FUTILITY_Z)")
     fv = sub.add_parser("final-view", help="each bug's final-model view through the sequential test (issue 25)")
     fv.add_argument("--reps", type=int, default=REACH_REPLICATES)
+    fv.add_argument("--futility-z", type=float, default=None, help="futility's z (default: the test's FUTILITY_Z)")
     t = sub.add_parser("table", help="markdown table from the JSONL results")
     t.add_argument("study")
     t.add_argument("false_alarm", nargs="?")
@@ -1204,8 +1222,9 @@ def main() -> None:
     elif args.cmd == "replay-table":
         replay_table(args.path)
     elif args.cmd == "sequential":
-        _run_tasks(sequential_once, ("trainer", "design", "seed", "ceiling"),
-                   [(t, dn, args.first_seed + s, args.ceiling) for s in range(args.seeds)
+        rz = tuple(float(z) for z in args.replay_z.split(",") if z)
+        _run_tasks(sequential_once, ("trainer", "design", "seed", "ceiling", "futility_z"),
+                   [(t, dn, args.first_seed + s, args.ceiling, args.futility_z, rz) for s in range(args.seeds)
                     for t in args.trainers.split(",") for dn in args.designs.split(",")],
                    args.out, args.workers, "sequential audits")
     elif args.cmd == "sequential-table":
@@ -1219,7 +1238,7 @@ def main() -> None:
     elif args.cmd == "reach":
         reach()
     elif args.cmd == "final-view":
-        final_view(args.reps)
+        final_view(args.reps, futility_z=args.futility_z)
     elif args.cmd == "reach-ceiling":
         ceiling_reach(args.seq, args.reps, futility_z=args.futility_z)
     else:

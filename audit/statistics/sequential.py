@@ -83,8 +83,14 @@ FIRST_LOOK = 250
 GROWTH = 2 ** 0.5
 """The ratio of two successive looks (:func:`look_schedule`): √2, so a pass is found within 41 % of when it shows."""
 
-FUTILITY_Z = 0.25
-"""Futility projects rates this many standard errors toward the claim (:func:`futile`): cost against power."""
+FUTILITY_Z = 0.0
+"""Futility projects rates this many standard errors toward the claim (:func:`futile`): cost against power.
+
+0 (the rates as estimated) since issue 25's last round; 0.25 before. On the black-box default (blank canary by
+projection + mean image by loss, seeds 1000–1019) a correct trainer spends 1,610 trials on average for both audits
+at 0 against 987 at 0.25 (40 % and 25 % of the former fixed 2 × 2,000; −0.25: 59 %), and `per_layer_clip` is
+caught on 5 of 20 seeds instead of 2; simulated, the optimal attack on `mask_once` rejects 11/40 instead of 5/40
+(docs/fault-detection.md, "Futility at z = 0"). Futility only ends an audit with a pass: z never affects validity."""
 
 FINAL_SHARE = 0.5
 """The share of α spent at the ceiling look (:func:`look_levels`); the earlier looks share the rest equally."""
@@ -178,15 +184,16 @@ def futile(in_scores: ArrayLike, out_scores: ArrayLike, curve: Curve, *, n_final
     scores has FPR ~ Beta(k + 1, n − k), mean (k + 1)/(n + 1) (David & Nagaraja 2003 §2.5), not the
     k/n seen (0 at the largest score, which would project "no false positive in 20,000 trials" from
     250); the other rate by its count (the threshold is independent of those scores). Both are then
-    moved ``z`` standard errors (√(r(1 − r)/n)) toward the claim: a bug must look a little worse than
-    the curve, not merely at it, to keep playing (z = 0.25 cut the trials a mechanism exactly at the
-    claim spends by 38 % and the catch rate of a 1.41·C leak from 98 % to 87 %: docs/fault-detection.md).
+    moved ``z`` standard errors (√(r(1 − r)/n)) toward the claim: at z > 0 a bug must look a little worse
+    than the curve, not merely at it, to keep playing (z = 0.25 cut the trials a mechanism exactly at the
+    claim spends by 38 % and the catch rate of a 1.41·C leak from 98 % to 87 %: docs/fault-detection.md);
+    z < 0 moves them away from the claim (fewer futility stops, more trials).
     The projected boxes are as narrow as the ceiling allows. Used only to stop with a pass, so it
     never raises the false-alarm probability (module doc).
     """
     n_final, level_final = _trials("n_final", n_final), _significance(level_final)
-    if isinstance(z, bool) or not isinstance(z, (int, float)) or not 0.0 <= z < math.inf:
-        raise InputError(f"z must be a finite number ≥ 0; got {z!r}")
+    if isinstance(z, bool) or not isinstance(z, (int, float)) or not math.isfinite(z):
+        raise InputError(f"z must be a finite number (< 0: away from the claim, fewer futility stops); got {z!r}")
     xin = _floats("in_scores", in_scores).reshape(-1)
     xout = _floats("out_scores", out_scores).reshape(-1)
     n = xin.size + xout.size

@@ -1,5 +1,6 @@
 """The sequential violation test (audit/statistics/sequential.py) and its wiring (audit.max_trials, issue 25)."""
 
+import itertools
 import json
 import textwrap
 
@@ -107,6 +108,28 @@ def test_futility_only_removes_rejections_and_alpha_is_monotone():
         wider = sq.sequential_test(x, m, _gdp(1.0), significance=2 * ALPHA, futility=False, **kw)
         if without.violated:  # a larger α rejects no later
             assert wider.violated and wider.trials <= without.trials
+
+
+def test_a_larger_futility_z_stops_no_later_and_rejects_only_where_a_smaller_one_does():
+    """futile's projected rates only move toward the claim as z grows, so a larger z is futile at every look a
+    smaller one is: it stops no later, and its violations are the smaller z's, at the same look. (This is what lets
+    bench_fault_detection's ``sequential --replay-z`` replay a larger z on the trials a smaller one played.)"""
+    assert sq.FUTILITY_Z == 0.0  # the default since issue 25's last round (0.25 before): docs/fault-detection.md
+    for r in range(24):
+        rng = np.random.default_rng(100 + r)
+        mu = [0.0, 1.0, 1.3, 1.6][r % 4]
+        m = rng.random(2000) < 0.5
+        x = rng.standard_normal(2000) + mu * m
+        runs_z = [sq.sequential_test(x, m, _gdp(1.0), significance=ALPHA, max_trials=2000, first=125, futility_z=z)
+                  for z in (-0.5, 0.0, 0.25, 1.0)]
+        for lo, hi in itertools.pairwise(runs_z):
+            assert hi.trials <= lo.trials
+            if hi.violated:
+                assert lo.violated and lo.trials == hi.trials
+    noise = np.random.default_rng(0).standard_normal(400)
+    for bad in (float("nan"), float("inf"), True, "0"):
+        with pytest.raises(InputError, match="z must be a finite number"):
+            sq.futile(noise[:200], noise[200:], _gdp(1.0), n_final=2000, level_final=0.025, z=bad)
 
 
 def test_decisions_edges_and_replay():
