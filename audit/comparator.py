@@ -67,19 +67,22 @@ _TOL = 1e-9  # numerical guard: a box must lie below the curve by more than this
 
 
 def format_confidence(c: float) -> str:
-    """A confidence as a percentage with the digits it needs: 0.95 → "95%", 1 − 0.05/12 → "99.6%" (never "100%").
+    """A confidence as a percentage with the digits it needs, rounded down: 0.95 → "95%", 1 − 0.05/12 →
+    "99.58%", 1 − 0.05/4 → "98.7%" (never "100%", never more than the confidence held).
 
-    The fewest decimals that show the miss probability 1 − c to within 5 % of itself.
+    The fewest decimals whose rounded-down value shows the miss probability 1 − c to within 5 % of itself (a
+    printed confidence never overstates the one the bound holds at; rounding to the nearest printed 98.8 %
+    for 98.75 %).
     """
     c = float(c)
     if not 0.0 <= c < 1.0:
         return f"{c:.0%}"
     miss = 100.0 * (1.0 - c)
     for d in range(0, 12):
-        text = f"{100.0 * c:.{d}f}"
-        if abs((100.0 - float(text)) - miss) <= 0.05 * miss:
-            return text + "%"
-    return f"{100.0 * c:.12g}%"
+        down = math.floor(100.0 * c * 10 ** d + 1e-9) / 10 ** d  # + 1e-9: 100·0.975 is 97.49999… in floats
+        if down < 100.0 and (100.0 - down) - miss <= 0.05 * miss:
+            return f"{down:.{d}f}%"
+    return f"{100.0 * c:.17g}%"
 
 
 def tightest_method(epsilon: dict[str, float]) -> str | None:

@@ -148,12 +148,19 @@ def test_one_run_design_and_function_api():
 
 def test_violation_message_prints_the_confidence_the_box_has():
     # Regression: a box at 1 - 0.05/12 was printed as a "100% box".
-    assert comparator.format_confidence(1 - 0.05 / 12) == "99.6%"
+    # Rounded down (a printed confidence never overstates the bound's): 99.583… → "99.58%", not "99.6%";
+    # 98.75 % (a one-run statistic at s/4) → "98.7%", not "98.8%".
+    assert comparator.format_confidence(1 - 0.05 / 12) == "99.58%"
+    assert comparator.format_confidence(1 - 0.05 / 4) == "98.7%"
     assert comparator.format_confidence(0.95) == "95%"
+    assert comparator.format_confidence(0.975) == "97.5%"
     assert comparator.format_confidence(1 - 1e-4) == "99.99%"
+    for c in (0.95, 0.975, 1 - 0.05 / 3, 1 - 0.05 / 4, 1 - 0.05 / 12, 1 - 0.05 / 36, 0.5, 1 - 1e-9, 1 - 1e-12, 0.0123):
+        shown = float(comparator.format_confidence(c).rstrip("%")) / 100
+        assert shown <= c + 1e-12 and (1 - shown) <= 1.05 * (1 - c) + 1e-12
     v = comparator.Violation(True, "x", 1 - 0.05 / 12, 0.3, 0.5, 0.01, 0.02, 0.9)
-    assert "99.6% box" in v.message and "100%" not in v.message
-    assert "99.6% confidence" in comparator.Violation(False, "x", 1 - 0.05 / 12, -0.1).message
+    assert "99.58% box" in v.message and "100%" not in v.message
+    assert "99.58% confidence" in comparator.Violation(False, "x", 1 - 0.05 / 12, -0.1).message
 
 
 def test_audit_scores_returns_the_result_json_object_in_the_current_format(tmp_path):
