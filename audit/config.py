@@ -151,6 +151,9 @@ RECOMMENDED_VARIANTS: list[_RawTable] = [{"name": "main"},
 RECOMMENDED_BLACK_BOX_VARIANTS: list[_RawTable] = [{"name": "main"},
                                                    {"name": "mean_image", "canary": {"kind": "mean_image"},
                                                     "attack": {"score": "loss"}}]
+# A one-run black-box audit (m distinct canaries, one model) keeps reading each canary by its loss (the projection
+# was measured for the multi-run default only); the CLI (_recommend_one_run) and audit.score use this one table.
+ONE_RUN_BLACK_BOX_ATTACK: _RawTable = {"threat_model": "black_box", "score": "loss"}
 # ... and, in the white box, a third audit whose dead_feature canary feeds the conformance tests of the DP-SGD
 # proof's premises (audit/conformance.py; they share that audit's significance with its ε audit).
 CONFORMANCE_VARIANT: _RawTable = {"name": "conformance", "canary": {"kind": "dead_feature"}}
@@ -203,8 +206,8 @@ def _recommend_one_run(raw: _RawTable, base_dir: str | Path | None) -> None:
         training = raw["training"]
         raw["attack"] = _recommended_design(str(training["trainer"]), trainer_folder(
             training.get("trainer_dir", ""), base_dir) or None)["attack"]
-        if raw["attack"]["threat_model"] == "black_box":  # m distinct canaries, one model: each read by its loss
-            raw["attack"]["score"] = "loss"
+        if raw["attack"]["threat_model"] == "black_box":
+            raw["attack"] = dict(ONE_RUN_BLACK_BOX_ATTACK)
     for section, keys in RECOMMENDED_ONE_RUN.items():
         table = raw.setdefault(section, {})
         if isinstance(table, dict):  # anything else is reported by the schema check

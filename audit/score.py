@@ -495,7 +495,7 @@ def _trainer_config(trainer: Any, spec: DPSGD, *, trials: int, delta: float, sig
         design = config_mod.RECOMMENDED_WHITE_BOX if inspect_ok else config_mod.RECOMMENDED_BLACK_BOX
         design = {**design, "canary": {"kind": default_kind}}
         if one_run and not inspect_ok:  # as the CLI's one-run default (audit.config._recommend_one_run)
-            design = {**design, "attack": {"threat_model": "black_box", "score": "loss"}}
+            design = {**design, "attack": dict(config_mod.ONE_RUN_BLACK_BOX_ATTACK)}
     text = (f'[training]\ntrainer = {lit(name)}\ndataset = {lit(dataset)}\nn_records = {lit(n_records)}\n'
             f'noise_multiplier = {lit(float(spec.noise_multiplier))}\n{sampling}\nsteps = {lit(int(spec.steps))}\n'
             f'clip_norm = {lit(float(clip_norm))}\nneighbouring = {lit(spec.neighbouring.value)}\n'
