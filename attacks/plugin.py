@@ -35,7 +35,8 @@ Every score is a function of what the white-box adversary sees, so the audit is 
 is chosen; they differ in which bugs they see (docs/fault-detection.md). In the black box the
 canary is scored by the final model's loss (``loss``), its logit-scaled confidence
 (``confidence``), or its final parameters along the canary's per-tensor clipped gradient at a
-canary-free template model (``projection``, :func:`projection_directions`, :func:`projection_scores`).
+canary-free template model (``projection``, :func:`projection_directions`, :func:`projection_scores`; the
+canary then takes the label that model finds least likely, :func:`least_likely_labels`).
 
 Referenced as ``"module:function"`` (TOML ``[training] trainer``): the module is imported from
 ``base_dir`` (the configuration file's folder) first, then from ``sys.path``. A callable works
@@ -98,8 +99,8 @@ from .canaries import InputCanaries
 from .data import Dataset
 from .games import TRIALS_FILE, AttackOutcome, Design, _append, _canonical_order, _read_trials, trial_seed
 
-__all__ = ["SCORES", "Context", "DiracCanaries", "DiracCanary", "TrainerError", "WhiteBoxAudit", "load_trainer",
-           "multi_run_game", "one_run_game", "projection_directions", "projection_scores", "run_trial",
+__all__ = ["SCORES", "Context", "DiracCanaries", "DiracCanary", "TrainerError", "WhiteBoxAudit", "least_likely_labels",
+           "load_trainer", "multi_run_game", "one_run_game", "projection_directions", "projection_scores", "run_trial",
            "trainer_folder", "trainer_name"]
 
 SCORES = ("loss", "confidence", "projection")  # black box (the final model; "projection" reads its parameters)
@@ -109,7 +110,8 @@ _STREAM_PROBE = 4  # the conformance probe's coins (dpaudit's own, never the tra
 _STREAM_TEMPLATE = 5  # the seed of the one trial whose returned model gives the probe its architecture
 _CACHE: dict[tuple[str, str], Callable] = {}
 _TEMPLATES: dict[str, tuple[nn.Module | None, str | None]] = {}  # per process, by game: (model, why not)
-_DIRECTIONS: dict[str, list[list[Tensor]]] = {}  # per process, by game: the projection score's directions
+_DIRECTIONS: dict[str, tuple[InputCanaries, list[list[Tensor]]]] = {}  # per process, by game: the projection
+# score's canary (its label chosen at the template) and directions
 
 
 class TrainerError(InputError):
@@ -753,13 +755,27 @@ def projection_scores(model: nn.Module, directions: list[list[Tensor]], name: st
     return _finite_scores(scores, name, i, "the projection score")
 
 
-def _directions(ctx: Context, fn: Callable, i: int) -> list[list[Tensor]]:
-    """The projection score's directions for this game, from one extra trial of the trainer (kept per process).
+def least_likely_labels(model: nn.Module, x: Tensor) -> Tensor:
+    """Each input's least likely class under ``model`` (argmin of its logits; ties: the smallest class).
+
+    The projection score's canary takes this label at the canary-free template model: an example the model keeps
+    getting wrong keeps a large gradient in every tensor while training runs (its softmax residual p − e_y stays
+    near its largest norm), so its clipped contribution stays at C in each tensor and turns little, which is where
+    an excess over C (per-tensor clipping, a contribution scaled by B/|B_t|) shows in the final parameters.
+    """
+    with torch.no_grad(), _hook_free(model):
+        return model(x).argmin(dim=1).to(torch.int64)
+
+
+def _projection_game(ctx: Context, fn: Callable, i: int) -> tuple[InputCanaries, list[list[Tensor]]]:
+    """The projection score's canary and directions for this game, from one extra trial of the trainer (per process).
 
     That template trial trains on the natural records alone (no canary) with its own seed stream, before the
-    first audited trial this process plays, so the directions are fixed before, and independent of, every audited
-    trial: the score is then one fixed function of the final model (the audit's validity needs nothing more). Its
-    errors name trial ``i`` (the one that needed it) and the template trial.
+    first audited trial this process plays. From its model come the canary's label (:func:`least_likely_labels`;
+    the input is the configured canary's) and the directions (:func:`projection_directions` at that label). Both
+    are fixed before, and independent of, every audited trial: the neighbouring pair is fixed and the score is one
+    fixed function of the final model (the audit's validity needs nothing more). Its errors name trial ``i`` (the
+    one that needed it) and the template trial.
     """
     key = ctx.game_id(Design.MULTI_RUN)
     if key not in _DIRECTIONS:
@@ -780,13 +796,14 @@ def _directions(ctx: Context, fn: Callable, i: int) -> list[list[Tensor]]:
         if not list(model.parameters()):
             raise TrainerError(f"{where}: the returned model has no parameters; the projection score reads the final "
                                "parameters (use score 'loss')")
+        c = InputCanaries(c.x, least_likely_labels(model, c.x.to(torch.float32)), c.kind)
         with _user_code(f"{where}: dpaudit cannot differentiate the returned model's loss on the canary "
                         "(torch.func.functional_call)"):
             dirs = projection_directions(model, c.x.to(torch.float32), c.y, ctx.clip_norm)
         if any(all(float(d.abs().max()) == 0.0 for d in ds) for ds in dirs):
             raise TrainerError(f"{where}: the canary's loss has zero gradient at the template model, so the "
                                "projection score would read nothing (use score 'loss')")
-        _DIRECTIONS[key] = dirs
+        _DIRECTIONS[key] = (c, dirs)
     return _DIRECTIONS[key]
 
 
@@ -809,6 +826,9 @@ def run_trial(ctx: Context, i: int) -> dict[str, Any]:
     g = torch.Generator().manual_seed(s)
     c = ctx.canaries
     members = torch.rand(c.m, generator=g, dtype=torch.float64) < 0.5
+    directions = None
+    if ctx.threat == "black_box" and ctx.score == "projection":
+        c, directions = _projection_game(ctx, fn, i)
     if isinstance(c, _GRADIENT):
         x, y = ctx.data.x.to(torch.float32), ctx.data.y
     else:
@@ -824,7 +844,6 @@ def run_trial(ctx: Context, i: int) -> dict[str, Any]:
         if getattr(c, "kind", None) == conformance_record.KIND and rate is not None:
             wb.probe = _probe(ctx, fn, i)
         kwargs["audit"] = wb
-    directions = _directions(ctx, fn, i) if wb is None and ctx.score == "projection" else None
     with _deadline(ctx.timeout, name, i):
         try:
             model = fn(x, y, **kwargs)

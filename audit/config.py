@@ -134,6 +134,36 @@ LIMITS: dict[str, int] = limits()
 _MAX_TEXT = 1_000_000  # characters of a configuration file
 _RawTable = dict[str, Any]  # a TOML table as tomllib reads it, before it is checked (private to this module)
 
+
+
+class _AuditDataset:
+    """Marks a default variant's ``training.n_records`` as the audit's own dataset size (:func:`audit_dataset_size`).
+
+    Never read from TOML (a configuration cannot write it); it survives ``copy.deepcopy`` as itself.
+    """
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> _AuditDataset:
+        return self
+
+    def __repr__(self) -> str:
+        return "AUDIT_DATASET"
+
+
+AUDIT_DATASET = _AuditDataset()
+
+
+def audit_dataset_size(n_records: int, sampling: str, rate: float) -> int:
+    """How many natural records a default audit marked :data:`AUDIT_DATASET` hands the trainer.
+
+    audit.conformance.natural_records: under a Poisson claim about ``NATURAL_BATCH`` per batch (DP holds for
+    every pair of neighbouring datasets, so the audit may choose a small one: Nasr et al. 2021, §4); a fixed-size or
+    shuffle claim names its dataset size, so ``n_records`` is kept.
+    """
+    from .conformance import natural_records
+
+    return natural_records(n_records, describe.parse_sampling_kind(sampling, key="training.sampling"), rate)
+
+
 # The designs a user trainer gets when its config has no [canary] and no [attack] keys, chosen by the
 # fault-detection study (docs/fault-detection.md): the white-box one when the trainer accepts the
 # keyword ``audit`` (the hooks of attacks/plugin.py), else the black-box one (the final model only).
@@ -148,7 +178,10 @@ RECOMMENDED_VARIANTS: list[_RawTable] = [{"name": "main"},
 # In the black box the main audit reads the final parameters along the blank canary's per-tensor clipped gradient
 # ("projection": sees an excess in any tensor, e.g. per-tensor clipping), the mean image's audit the final model's
 # loss (its gradient is the bias alone, which its loss reads; docs/fault-detection.md, "A final-model score").
-RECOMMENDED_BLACK_BOX_VARIANTS: list[_RawTable] = [{"name": "main"},
+# The main audit runs on the audit's own smaller dataset (AUDIT_DATASET: audit.conformance.natural_records, about 20
+# natural records per batch under a Poisson claim; DP holds for every dataset): a contribution scaled by B/|B_t| (the
+# mean over the realised batch times the expected size) then moves the final model by about B/|B_t|·C.
+RECOMMENDED_BLACK_BOX_VARIANTS: list[_RawTable] = [{"name": "main", "training": {"n_records": AUDIT_DATASET}},
                                                    {"name": "mean_image", "canary": {"kind": "mean_image"},
                                                     "attack": {"score": "loss"}}]
 # A one-run black-box audit (m distinct canaries, one model) keeps reading each canary by its loss (the projection
@@ -156,7 +189,8 @@ RECOMMENDED_BLACK_BOX_VARIANTS: list[_RawTable] = [{"name": "main"},
 ONE_RUN_BLACK_BOX_ATTACK: _RawTable = {"threat_model": "black_box", "score": "loss"}
 # ... and, in the white box, a third audit whose dead_feature canary feeds the conformance tests of the DP-SGD
 # proof's premises (audit/conformance.py; they share that audit's significance with its ε audit).
-CONFORMANCE_VARIANT: _RawTable = {"name": "conformance", "canary": {"kind": "dead_feature"}}
+CONFORMANCE_VARIANT: _RawTable = {"name": "conformance", "canary": {"kind": "dead_feature"},
+                                  "training": {"n_records": AUDIT_DATASET}}
 # The black-box default's sequential design (docs/fault-detection.md, "Sequential"): the violation test at looks
 # 250, 500, 1000, ... up to this ceiling, alpha spent over the looks; a correct trainer stops early for futility.
 SEQUENTIAL_MAX_TRIALS = 20_000
@@ -438,13 +472,11 @@ def loads(text: str, *, base_dir: str | Path | None = None, source: str = "") ->
     if not isinstance(variants_raw, list):
         raise InputError("variant must be an array of tables ([[variant]])")
     base = _validate_sections(raw)
-    for v in variants_raw:  # the default's conformance audit chooses a smaller dataset (conformance.natural_records)
-        if v is not None and v == CONFORMANCE_VARIANT:
-            from .conformance import natural_records
-
+    for v in variants_raw:  # a default audit on the audit's own smaller dataset (AUDIT_DATASET)
+        training = v.get("training") if isinstance(v, dict) else None
+        if isinstance(training, dict) and training.get("n_records") is AUDIT_DATASET:
             t = base.training
-            v["training"] = {"n_records": natural_records(t.n_records, describe.parse_sampling_kind(
-                t.sampling, key="training.sampling"), t.sample_rate)}
+            training["n_records"] = audit_dataset_size(t.n_records, t.sampling, t.sample_rate)
     seen: set[str] = set()
     merged = tuple(_variant(raw, v, i, seen) for i, v in enumerate(variants_raw))
     return RunConfig(base.training, base.canary, base.attack, base.audit, base.claim, merged, source)

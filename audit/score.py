@@ -506,9 +506,14 @@ def _trainer_config(trainer: Any, spec: DPSGD, *, trials: int, delta: float, sig
             f'significance = {lit(float(significance))}\ndelta = {lit(float(delta))}\n'
             f'seed = {lit(seed)}\n[claim]\ndelta = {lit(float(delta))}\n'
             + ("" if claim_epsilon is None else f"epsilon = {lit(claim_epsilon)}\n"))
+    small = config_mod.audit_dataset_size(n_records, describe.sampling_kind(s), float(getattr(s, "rate", 1.0)))
+
+    def value(val: Any) -> str:  # a default variant's AUDIT_DATASET is the audit's own dataset size
+        return lit(small if val is config_mod.AUDIT_DATASET else val)
+
     if not explicit and not one_run:  # a one-run audit is one audit: the second and conformance ones need many runs
         text += "".join(f"[[variant]]\nname = {lit(v['name'])}\n" + "".join(
-            f"{sec}.{k} = {lit(val)}\n" for sec, tab in v.items() if sec != "name" for k, val in tab.items())
+            f"{sec}.{k} = {value(val)}\n" for sec, tab in v.items() if sec != "name" for k, val in tab.items())
             for v in (config_mod.RECOMMENDED_VARIANTS if design["attack"]["threat_model"] == "white_box" else
                       config_mod.RECOMMENDED_BLACK_BOX_VARIANTS))
     cfg = config_mod.loads(text)

@@ -92,6 +92,7 @@ import accountants as acc  # noqa: E402
 from accountants.tradeoff import PiecewiseLinearTradeOff  # noqa: E402
 from attacks import canaries, data, plugin  # noqa: E402
 from audit import comparator  # noqa: E402
+from audit.conformance import natural_records  # noqa: E402
 
 SIGMA, Q, STEPS, C, LR, B = 3.0, 0.5, 10, 1.0, 0.5, 50
 DELTA = 1e-5
@@ -406,6 +407,8 @@ DESIGNS = {
     "diag_wb_opposing": ("dirac", "white_box", "inner_product", 1.0, "opposing"),
     # the final parameters projected on the canary's per-tensor clipped gradient at a canary-free template model
     "bb_blank_proj": ("blank", "black_box", "projection", 1.0, None),
+    # the black-box default's main audit: on the audit's own smaller dataset (audit.conformance.natural_records)
+    "bb_blank_proj_small": ("blank", "black_box", "projection", 1.0, "small"),
     "bb_mean_image_proj": ("mean_image", "black_box", "projection", 1.0, None),
 }
 
@@ -571,7 +574,7 @@ def replay_table(path: str) -> None:
 # (audit/statistics/sequential.py) with the 20,000-trial ceiling; the fixed design spent 2 x 2,000. The blank canary is
 # scored by the final parameters' projection (audit.config.RECOMMENDED_BLACK_BOX); before, by its loss
 # (``--designs bb_blank_loss,bb_mean_image_loss`` replays that default).
-SEQ_DESIGNS = ("bb_blank_proj", "bb_mean_image_loss")
+SEQ_DESIGNS = ("bb_blank_proj_small", "bb_mean_image_loss")
 SEQ_CEILING = 20_000
 
 
@@ -588,7 +591,9 @@ def sequential_once(trainer: str, design: str, seed: int, ceiling: int = SEQ_CEI
 
     torch.set_num_threads(1)
     d, spec, curves = _setup()
-    kind, threat, score, _, _ = DESIGNS[design]
+    kind, threat, score, _, special = DESIGNS[design]
+    if special == "small":
+        d = d.subset(slice(0, natural_records(d.n, "poisson", Q)))
     gen = torch.Generator().manual_seed(seed)
     can = canaries.mean_image(d, 1, generator=gen) if kind == "mean_image" else getattr(canaries, kind)(
         d, 1, generator=gen)
@@ -827,6 +832,7 @@ class WorstCase:
 
 
 N_DATA, N_PARAMS = 100, 10 * 64 + 10
+N_AUDIT = natural_records(N_DATA, "poisson", Q)  # the black-box main audit's own dataset (audit.config.AUDIT_DATASET)
 
 
 def scale_witness(ratio: float, dims: int, fpr: float = 0.01) -> tuple[float, float]:
@@ -970,6 +976,13 @@ def optimal_sequential(curve: acc.TradeOff, claim, *, reps: int = REACH_REPLICAT
     return hits, spent
 
 
+def _scaled_shift(rng, n: int):
+    """mean_times_batch's summed shift on the audit's dataset: the canary's C scaled by B/|B_t| in each step it is in
+    (|B_t| = its natural batch + 1), against the noise σC added after the scaling (units of C)."""
+    present = rng.random((n, STEPS)) < Q
+    return (present * (B / (rng.binomial(N_AUDIT, Q, (n, STEPS)) + 1))).sum(1)
+
+
 # The final-model view of each bug (issue 25, "A final-model score"): what the final parameters show along the canary's
 # direction, for a trainer whose per-step contributions do not depend on θ (the linear-update idealisation: the zoo's
 # linear model moves little in 10 steps). The final model is then θ_0 − η/B·(D + Σ_t (c_t + Z_t)) with the other
@@ -988,12 +1001,37 @@ FINAL_VIEW = {
                        lambda rng, n: rng.binomial(STEPS, Q, n) * 1.35),
     "mask_once": ("T·C w.p. q, else 0 (all steps or none)", "exact (linear)",
                   lambda rng, n: (rng.random(n) < Q) * float(STEPS)),
-    "mean_times_batch": ("K·1.45·C along clip(g) − mean batch gradient (`sensitivity`)", "estimate",
-                         lambda rng, n: rng.binomial(STEPS, Q, n) * 1.45),
+    "mean_times_batch": (f"Σ_t b_t·B/(|B_t| + 1)·C on the audit's {N_AUDIT} records (|B_t| ~ Bin({N_AUDIT}, q))",
+                         "exact (linear)", lambda rng, n: _scaled_shift(rng, n)),
     "shuffled_batches": ("T/2·C always (5 of 10 steps; a moved record counts once per epoch either way)",
                          "exact (linear)", lambda rng, n: np.full(n, STEPS / 2)),
 }
 FINAL_NOISE_VAR = {"noise_reused": STEPS ** 2 * SIGMA ** 2}  # else STEPS·SIGMA²
+
+
+def scale_view(n: int = 3000) -> None:
+    """``realised_batch_norm``'s final-model view on the audit's dataset: the noisy sum divided by |B_t| (+1 with the
+    canary) changes the final model's noise scale, not its mean along any direction. Plays the zoo trainer (n trials
+    with the least-likely-label blank canary, n without) and reads the oracle score −‖θ_T − θ̄‖² (θ̄: the mean of
+    half the canary-free models; the score is read on the other half): its in/out shift over the out-scores' sd,
+    against the claim's own √T·q/σ (the projection of a correct trainer's final view). An estimate, not a bound."""
+    torch.set_num_threads(1)
+    d, _, _ = _setup()
+    d = d.subset(slice(0, N_AUDIT))
+    x, y = d.x.to(torch.float32), d.y
+    blank = canaries.blank(d, 1).x.to(torch.float32)
+    for bug in ("correct", "realised_batch_norm"):
+        tr = Trainer(bug)
+        label = plugin.least_likely_labels(tr(x, y, seed=10 ** 6), blank)
+        xi, yi = torch.cat([x, blank]), torch.cat([y, label])
+        flat = lambda m: torch.cat([p.detach().flatten() for p in m.parameters()]).double()  # noqa: E731
+        outs = torch.stack([flat(tr(x, y, seed=30_000 + i)) for i in range(n)])
+        ins = torch.stack([flat(tr(xi, yi, seed=20_000 + i)) for i in range(n // 2)])
+        ref = outs[: n // 2].mean(0)
+        so, si = -((outs[n // 2:] - ref) ** 2).sum(1), -((ins - ref) ** 2).sum(1)
+        print(f"{bug}: −‖θ_T − θ̄‖² shift / out sd = {float((si.mean() - so.mean()) / so.std()):.3f} "
+              f"({n // 2} in, {n - n // 2} out); the claim's projection reads √T·q/σ = "
+              f"{math.sqrt(STEPS) * Q / SIGMA:.3f}", flush=True)
 
 
 def final_view(reps: int = REACH_REPLICATES, ceiling: int = SEQ_CEILING, futility_z: float | None = None) -> None:
@@ -1189,6 +1227,7 @@ def main() -> None:
     rc.add_argument("seq", nargs="*", help="JSONL files of `sequential` (the black-box results column)")
     rc.add_argument("--reps", type=int, default=REACH_REPLICATES)
     rc.add_argument("--futility-z", type=float, default=None, help="futility's z (default: the test's FUTILITY_Z)")
+    sub.add_parser("scale-view", help="realised_batch_norm's final view on the audit's dataset: the noise scale")
     fv = sub.add_parser("final-view", help="each bug's final-model view through the sequential test (issue 25)")
     fv.add_argument("--reps", type=int, default=REACH_REPLICATES)
     fv.add_argument("--futility-z", type=float, default=None, help="futility's z (default: the test's FUTILITY_Z)")
@@ -1237,6 +1276,8 @@ def main() -> None:
         sensitivity()
     elif args.cmd == "reach":
         reach()
+    elif args.cmd == "scale-view":
+        scale_view()
     elif args.cmd == "final-view":
         final_view(args.reps, futility_z=args.futility_z)
     elif args.cmd == "reach-ceiling":

@@ -104,8 +104,11 @@ def test_the_directions_come_from_one_canary_free_template_trial_not_the_audited
     seeds = [trial_seed(11, i, plugin._STREAM_TRAINER) for i in range(5)]
     assert [call for call in calls if call[1] == t_seed] == [(d.n, t_seed, False)]  # the natural records only
     assert sorted(call[1] for call in calls if call[1] != t_seed) == sorted(seeds)
-    expected = plugin.projection_directions(models[t_seed], c.x.to(torch.float32), c.y, 1.0)
-    assert all(torch.equal(g, w) for g, w in zip(plugin._directions(ctx, spy, 0)[0], expected[0], strict=True))
+    label = plugin.least_likely_labels(models[t_seed], c.x.to(torch.float32))
+    expected = plugin.projection_directions(models[t_seed], c.x.to(torch.float32), label, 1.0)
+    chosen, dirs = plugin._projection_game(ctx, spy, 0)
+    assert torch.equal(chosen.x, c.x) and torch.equal(chosen.y, label)
+    assert all(torch.equal(g, w) for g, w in zip(dirs[0], expected[0], strict=True))
     for i, seed in enumerate(seeds):
         assert float(out.scores["projection"][i]) == plugin.projection_scores(models[seed], expected, "t", i)[0]
     plugin.multi_run_game(ctx, n_trials=2, progress=False)
@@ -156,3 +159,50 @@ def test_the_black_box_default_reads_the_parameters_and_the_mean_image_its_loss(
     cfg.write_text(claim + '[audit]\ngame = "one_run"\n', encoding="utf-8")
     (v,) = config.variants(config.load(cfg))
     assert (v.attack.threat_model, v.attack.score) == ("black_box", "loss")
+
+
+def test_the_black_box_main_audit_runs_on_the_audits_own_smaller_dataset(tmp_path):
+    # docs/fault-detection.md, "The audit's dataset": under a Poisson claim the main audit hands the trainer about 20
+    # natural records per batch (audit.conformance.natural_records: ⌈20/q⌉ = 40 of 200 at q = 0.5), so a contribution
+    # scaled by B/|B_t| moves the final model by about B/|B_t|·C; the mean image's audit keeps the configured 200, and
+    # a fixed-size claim (which names its dataset size) keeps its records in every audit
+    (tmp_path / "bb_mod.py").write_text("def black(x, y, *, seed):\n    pass\n", encoding="utf-8")
+    cfg = tmp_path / "bb.toml"
+    head = '[training]\ntrainer = "bb_mod:black"\nn_records = 200\nnoise_multiplier = 2.0\nsteps = 3\n'
+    cfg.write_text(head + 'sampling = "poisson"\nsample_rate = 0.5\n', encoding="utf-8")
+    assert [(v.name, v.training.n_records) for v in config.variants(config.load(cfg))] == [("main", 40),
+                                                                                           ("mean_image", 200)]
+    cfg.write_text(head + 'sampling = "fixed_wor"\nbatch_size = 50\n', encoding="utf-8")
+    assert [v.training.n_records for v in config.variants(config.load(cfg))] == [200, 200]
+    # a configuration cannot write the marker: AUDIT_DATASET exists only in the default's own tables
+    assert config.RECOMMENDED_BLACK_BOX_VARIANTS[0]["training"]["n_records"] is config.AUDIT_DATASET
+    import copy
+    assert copy.deepcopy(config.RECOMMENDED_BLACK_BOX_VARIANTS)[0]["training"]["n_records"] is config.AUDIT_DATASET
+
+
+def test_the_projection_canary_takes_the_template_models_least_likely_label():
+    model = torch.nn.Linear(3, 4)
+    with torch.no_grad():
+        model.weight.zero_()
+        model.bias.copy_(torch.tensor([0.5, -2.0, 1.0, -1.0]))
+    x = torch.zeros(2, 3)
+    assert plugin.least_likely_labels(model, x).tolist() == [1, 1]
+    with torch.no_grad():
+        model.weight[3, 0] = -10.0  # the first input now finds class 3 least likely
+    assert plugin.least_likely_labels(model, torch.tensor([[1.0, 0, 0], [0, 0, 0]])).tolist() == [3, 1]
+
+
+def test_the_python_api_gives_the_black_box_main_audit_the_same_smaller_dataset():
+    # audit.score's trainer audit writes the CLI's default variants: the main audit's AUDIT_DATASET resolved as the
+    # CLI resolves it (⌈20/q⌉ = 40 of 100 at q = 0.5), the mean image's audit on all 100
+    import accountants as acc
+    from audit import score
+
+    def black(x, y, *, seed):
+        return torch.nn.Linear(x.shape[1], 10)
+
+    cfg = score._trainer_config(black, acc.DPSGD(2.0, acc.Poisson(0.5), 3), trials=10, delta=1e-5, significance=0.05,
+                                dataset="digits", n_records=100, canary=None, threat=None, score=None, clip_norm=1.0,
+                                seed=0, claim_epsilon=None, name="black")
+    assert [(v.name, v.training.n_records, v.attack.score) for v in config.variants(cfg)] == [
+        ("main", 40, "projection"), ("mean_image", 100, "loss")]

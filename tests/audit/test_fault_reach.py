@@ -199,16 +199,19 @@ def test_scale_witness_matches_simulation():
 
 def test_final_view_shifts_and_the_shuffled_view_inside_the_claim():
     """``FINAL_VIEW`` (docs/fault-detection.md, "A final-model score"): each in-sampler's mean is its derivation's
-    (T·q·Δ for the Poisson bugs, q·T for mask_once, exactly T/2 for shuffled_batches; 200,000 draws, tolerance
-    5 standard errors), noise_reused's noise variance is T²σ², and shuffled_batches' final view, μ-GDP with
-    μ = (T/2)/(σ√T) = 0.527, lies on or above the claim's PLD curve at every FPR of a log grid (so no test of it
-    can show a violation: "not allowed")."""
+    (T·q·Δ for the Poisson bugs, q·T for mask_once, exactly T/2 for shuffled_batches, T·q·B·E[1/(X + 1)] =
+    T·q·B·(1 − (1 − q)^(n+1))/((n + 1)q) for mean_times_batch, X ~ Bin(n, q) on the audit's n records; 200,000
+    draws, tolerance 5 standard errors), noise_reused's noise variance is T²σ², and shuffled_batches' final view,
+    μ-GDP with μ = (T/2)/(σ√T) = 0.527, lies on or above the claim's PLD curve at every FPR of a log grid (so no
+    test of it can show a violation: "not allowed")."""
     from scipy.stats import norm
 
     rng = np.random.default_rng(0)
     n, t, q, sigma = 200_000, bench.STEPS, bench.Q, bench.SIGMA
+    na = bench.N_AUDIT
     means = {"correct": t * q, "noise_reused": t * q, "clip_sum": t * q * 0.65, "per_layer_clip": t * q * 1.35,
-             "mask_once": q * t, "mean_times_batch": t * q * 1.45, "shuffled_batches": t / 2}
+             "mask_once": q * t, "mean_times_batch": t * q * bench.B * (1 - (1 - q) ** (na + 1)) / ((na + 1) * q),
+             "shuffled_batches": t / 2}
     assert set(means) == set(bench.FINAL_VIEW)
     for bug, mean in means.items():
         x = bench.FINAL_VIEW[bug][2](rng, n)
