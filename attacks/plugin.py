@@ -107,7 +107,8 @@ SCORES = ("loss", "confidence", "projection")  # black box (the final model; "pr
 WHITE_SCORES = ("inner_product", "step_spread")
 _STREAM_TRAINER = 3  # the trainer's own seed stream (games use 0-2)
 _STREAM_PROBE = 4  # the conformance probe's coins (dpaudit's own, never the trainer's)
-_STREAM_TEMPLATE = 5  # the seed of the one trial whose returned model gives the probe its architecture
+_STREAM_TEMPLATE = 5  # the seeds of the canary-free template trials (the probe's architecture, the projection's d)
+TEMPLATE_TRIALS = 8  # the projection score's template trials per process (its canary's label and directions)
 _CACHE: dict[tuple[str, str], Callable] = {}
 _TEMPLATES: dict[str, tuple[nn.Module | None, str | None]] = {}  # per process, by game: (model, why not)
 _DIRECTIONS: dict[str, tuple[InputCanaries, list[list[Tensor]]]] = {}  # per process, by game: the projection
@@ -755,37 +756,33 @@ def projection_scores(model: nn.Module, directions: list[list[Tensor]], name: st
     return _finite_scores(scores, name, i, "the projection score")
 
 
-def least_likely_labels(model: nn.Module, x: Tensor) -> Tensor:
-    """Each input's least likely class under ``model`` (argmin of its logits; ties: the smallest class).
+def least_likely_labels(models: Sequence[nn.Module], x: Tensor) -> Tensor:
+    """Each input's least likely class on average over ``models``: argmin of the mean log-softmax (ties: the smallest).
 
-    The projection score's canary takes this label at the canary-free template model: an example the model keeps
-    getting wrong keeps a large gradient in every tensor while training runs (its softmax residual p − e_y stays
-    near its largest norm), so its clipped contribution stays at C in each tensor and turns little, which is where
-    an excess over C (per-tensor clipping, a contribution scaled by B/|B_t|) shows in the final parameters.
+    The projection score's canary takes this label over the canary-free template models: an example the trainer's
+    models keep getting wrong keeps a large gradient in every tensor while training runs (its softmax residual
+    p − e_y stays near its largest norm), so its clipped contribution stays at C in each tensor and turns little,
+    which is where an excess over C (per-tensor clipping, a contribution scaled by B/|B_t|) shows in the final
+    parameters. The mean over several models is a steadier estimate of that class than one noisy model.
     """
-    with torch.no_grad(), _hook_free(model):
-        return model(x).argmin(dim=1).to(torch.int64)
+    logp = []
+    for model in models:
+        with torch.no_grad(), _hook_free(model):
+            logp.append(torch.log_softmax(model(x).to(torch.float64), dim=1))
+    return torch.stack(logp).mean(dim=0).argmin(dim=1).to(torch.int64)
 
 
-def _projection_game(ctx: Context, fn: Callable, i: int) -> tuple[InputCanaries, list[list[Tensor]]]:
-    """The projection score's canary and directions for this game, from one extra trial of the trainer (per process).
-
-    That template trial trains on the natural records alone (no canary) with its own seed stream, before the
-    first audited trial this process plays. From its model come the canary's label (:func:`least_likely_labels`;
-    the input is the configured canary's) and the directions (:func:`projection_directions` at that label). Both
-    are fixed before, and independent of, every audited trial: the neighbouring pair is fixed and the score is one
-    fixed function of the final model (the audit's validity needs nothing more). Its errors name trial ``i`` (the
-    one that needed it) and the template trial.
-    """
-    key = ctx.game_id(Design.MULTI_RUN)
-    if key not in _DIRECTIONS:
-        c = ctx.canaries
-        assert isinstance(c, InputCanaries)
-        name = trainer_name(ctx.trainer)
-        where = f"trainer {name!r}, trial {i} (the projection score's template trial, on the natural records alone)"
+def _template_models(ctx: Context, fn: Callable, i: int) -> list[nn.Module]:
+    """The projection score's :data:`TEMPLATE_TRIALS` canary-free runs of the trainer (each checked as a trial is)."""
+    c = ctx.canaries
+    assert isinstance(c, InputCanaries)
+    name = trainer_name(ctx.trainer)
+    models = []
+    for k in range(TEMPLATE_TRIALS):
+        where = f"trainer {name!r}, trial {i} (the projection score's template trial {k}, on the natural records alone)"
         with _deadline(ctx.timeout, name, i):
             try:
-                model = fn(ctx.data.x.to(torch.float32), ctx.data.y, seed=trial_seed(ctx.seed, 0, _STREAM_TEMPLATE))
+                model = fn(ctx.data.x.to(torch.float32), ctx.data.y, seed=trial_seed(ctx.seed, k, _STREAM_TEMPLATE))
             except (KeyboardInterrupt, _TrialTimeout):
                 raise
             except BaseException as exc:
@@ -796,12 +793,36 @@ def _projection_game(ctx: Context, fn: Callable, i: int) -> tuple[InputCanaries,
         if not list(model.parameters()):
             raise TrainerError(f"{where}: the returned model has no parameters; the projection score reads the final "
                                "parameters (use score 'loss')")
-        c = InputCanaries(c.x, least_likely_labels(model, c.x.to(torch.float32)), c.kind)
-        with _user_code(f"{where}: dpaudit cannot differentiate the returned model's loss on the canary "
+        models.append(model)
+    return models
+
+
+def _projection_game(ctx: Context, fn: Callable, i: int) -> tuple[InputCanaries, list[list[Tensor]]]:
+    """The projection score's canary and directions for this game, from extra runs of the trainer (per process).
+
+    :data:`TEMPLATE_TRIALS` template trials train on the natural records alone (no canary), each with its own
+    seed from a stream no audited trial uses, before the first audited trial this process plays. From their models
+    come the canary's label (:func:`least_likely_labels`; the input is the configured canary's) and the directions
+    (:func:`projection_directions` at that label, averaged over the models: the canary's expected clipped
+    gradient over the trainer's final models). Both are fixed before, and independent of, every audited trial: the
+    neighbouring pair is fixed and the score is one fixed function of the final model (the audit's validity needs
+    nothing more). Its errors name trial ``i`` (the one that needed it) and the template trial.
+    """
+    key = ctx.game_id(Design.MULTI_RUN)
+    if key not in _DIRECTIONS:
+        c = ctx.canaries
+        assert isinstance(c, InputCanaries)
+        models = _template_models(ctx, fn, i)
+        x = c.x.to(torch.float32)
+        where = f"trainer {trainer_name(ctx.trainer)!r}, trial {i} (the projection score's template trials)"
+        with _user_code(f"{where}: dpaudit cannot evaluate or differentiate the returned model's loss on the canary "
                         "(torch.func.functional_call)"):
-            dirs = projection_directions(model, c.x.to(torch.float32), c.y, ctx.clip_norm)
+            c = InputCanaries(c.x, least_likely_labels(models, x), c.kind)
+            each = [projection_directions(model, x, c.y, ctx.clip_norm) for model in models]
+        dirs = [[torch.stack(ts).mean(dim=0) for ts in zip(*per_canary, strict=True)]
+                for per_canary in zip(*each, strict=True)]
         if any(all(float(d.abs().max()) == 0.0 for d in ds) for ds in dirs):
-            raise TrainerError(f"{where}: the canary's loss has zero gradient at the template model, so the "
+            raise TrainerError(f"{where}: the canary's loss has zero gradient at the template models, so the "
                                "projection score would read nothing (use score 'loss')")
         _DIRECTIONS[key] = (c, dirs)
     return _DIRECTIONS[key]

@@ -1002,7 +1002,7 @@ FINAL_VIEW = {
     "mask_once": ("T·C w.p. q, else 0 (all steps or none)", "exact (linear)",
                   lambda rng, n: (rng.random(n) < Q) * float(STEPS)),
     "mean_times_batch": (f"Σ_t b_t·B/(|B_t| + 1)·C on the audit's {N_AUDIT} records (|B_t| ~ Bin({N_AUDIT}, q))",
-                         "exact (linear)", lambda rng, n: _scaled_shift(rng, n)),
+                         "estimate (linear; drops the batch mean, ≤ 0.3·C)", lambda rng, n: _scaled_shift(rng, n)),
     "shuffled_batches": ("T/2·C always (5 of 10 steps; a moved record counts once per epoch either way)",
                          "exact (linear)", lambda rng, n: np.full(n, STEPS / 2)),
 }

@@ -86,33 +86,38 @@ def test_a_constant_shift_of_the_parameters_shifts_every_score_alike(small):
     assert shifts == pytest.approx([want] * 3, rel=1e-5)
 
 
-def test_the_directions_come_from_one_canary_free_template_trial_not_the_audited_ones(small):
-    # the score is fixed before the trials: one extra call of the trainer on the natural records alone (no canary
-    # row), with its own seed stream, gives the directions; each trial's score is then its own final model projected
-    # on them (no membership bit, no other trial read)
+def test_the_directions_come_from_canary_free_template_trials_not_the_audited_ones(small):
+    # the score is fixed before the trials: TEMPLATE_TRIALS extra calls of the trainer on the natural records alone
+    # (no canary row), each with its own seed from the template stream, give the canary's label (least likely on
+    # average) and the directions (their mean over the template models); each trial's score is then its own final
+    # model projected on them (no membership bit, no other trial read)
     d, c = small
     calls, models = [], {}
 
     def spy(x, y, *, seed):
         calls.append((x.shape[0], seed, bool((x == c.x[0]).all(dim=1).any())))
-        models[seed] = _gd(x, y)
+        models[seed] = _gd(x, y, lr=0.05 + (seed % 7) / 100)  # the template models differ from one another
         return models[seed]
 
     ctx = plugin.Context(spy, d, c, seed=11, score="projection")
     out = plugin.multi_run_game(ctx, n_trials=5, progress=False)
-    t_seed = trial_seed(11, 0, plugin._STREAM_TEMPLATE)
+    k = plugin.TEMPLATE_TRIALS
+    t_seeds = [trial_seed(11, j, plugin._STREAM_TEMPLATE) for j in range(k)]
     seeds = [trial_seed(11, i, plugin._STREAM_TRAINER) for i in range(5)]
-    assert [call for call in calls if call[1] == t_seed] == [(d.n, t_seed, False)]  # the natural records only
-    assert sorted(call[1] for call in calls if call[1] != t_seed) == sorted(seeds)
-    label = plugin.least_likely_labels(models[t_seed], c.x.to(torch.float32))
-    expected = plugin.projection_directions(models[t_seed], c.x.to(torch.float32), label, 1.0)
+    assert [call for call in calls if call[1] in t_seeds] == [(d.n, t, False) for t in t_seeds]  # natural records only
+    assert sorted(call[1] for call in calls if call[1] not in t_seeds) == sorted(seeds)
+    templates = [models[t] for t in t_seeds]
+    label = plugin.least_likely_labels(templates, c.x.to(torch.float32))
+    each = [plugin.projection_directions(m, c.x.to(torch.float32), label, 1.0)[0] for m in templates]
+    expected = [torch.stack(ts).mean(dim=0) for ts in zip(*each, strict=True)]
+    assert not torch.equal(each[0][0], each[1][0])  # the mean is over models that differ
     chosen, dirs = plugin._projection_game(ctx, spy, 0)
     assert torch.equal(chosen.x, c.x) and torch.equal(chosen.y, label)
-    assert all(torch.equal(g, w) for g, w in zip(dirs[0], expected[0], strict=True))
+    assert all(torch.equal(g, w) for g, w in zip(dirs[0], expected, strict=True))
     for i, seed in enumerate(seeds):
-        assert float(out.scores["projection"][i]) == plugin.projection_scores(models[seed], expected, "t", i)[0]
+        assert float(out.scores["projection"][i]) == plugin.projection_scores(models[seed], [expected], "t", i)[0]
     plugin.multi_run_game(ctx, n_trials=2, progress=False)
-    assert len(calls) == 8 and sum(call[1] == t_seed for call in calls) == 1  # a second game: no second template
+    assert len(calls) == k + 7 and sum(call[1] in t_seeds for call in calls) == k  # a second game: no new templates
 
 
 class _NoParams(torch.nn.Module):
@@ -126,7 +131,7 @@ def test_a_model_without_parameters_is_an_error_naming_the_score(small):
     def bare(x, y, *, seed):
         return _NoParams()
 
-    with pytest.raises(plugin.TrainerError, match=r"trial 0 \(the projection score's template trial, on the natural "
+    with pytest.raises(plugin.TrainerError, match=r"trial 0 \(the projection score's template trial 0, on the natural "
                                                   r"records alone\): the returned model has no parameters; the "
                                                   r"projection score reads the final parameters \(use score 'loss'\)"):
         plugin.multi_run_game(plugin.Context(bare, d, c, seed=0, score="projection"), n_trials=2, progress=False)
@@ -186,10 +191,17 @@ def test_the_projection_canary_takes_the_template_models_least_likely_label():
         model.weight.zero_()
         model.bias.copy_(torch.tensor([0.5, -2.0, 1.0, -1.0]))
     x = torch.zeros(2, 3)
-    assert plugin.least_likely_labels(model, x).tolist() == [1, 1]
+    assert plugin.least_likely_labels([model], x).tolist() == [1, 1]
     with torch.no_grad():
         model.weight[3, 0] = -10.0  # the first input now finds class 3 least likely
-    assert plugin.least_likely_labels(model, torch.tensor([[1.0, 0, 0], [0, 0, 0]])).tolist() == [3, 1]
+    assert plugin.least_likely_labels([model], torch.tensor([[1.0, 0, 0], [0, 0, 0]])).tolist() == [3, 1]
+    # over several models, the least likely on average (mean log-softmax), not any one model's
+    other = torch.nn.Linear(3, 4)
+    with torch.no_grad():
+        other.weight.zero_()
+        other.bias.copy_(torch.tensor([0.0, 3.0, 0.0, -1.5]))
+    assert plugin.least_likely_labels([other], x).tolist() == [3, 3]
+    assert plugin.least_likely_labels([model, other], torch.tensor([[1.0, 0, 0], [0, 0, 0]])).tolist() == [3, 3]
 
 
 def test_the_python_api_gives_the_black_box_main_audit_the_same_smaller_dataset():
