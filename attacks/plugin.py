@@ -34,9 +34,9 @@ canary's clipped gradient at the previous parameters (``inner_product`` too). Hi
 Every score is a function of what the white-box adversary sees, so the audit is sound whichever
 is chosen; they differ in which bugs they see (docs/fault-detection.md). In the black box the
 canary is scored by the final model's loss (``loss``), its logit-scaled confidence
-(``confidence``), or its final parameters along the canary's per-tensor clipped gradient at a
-canary-free template model (``projection``, :func:`projection_directions`, :func:`projection_scores`; the
-canary then takes the label that model finds least likely, :func:`least_likely_labels`).
+(``confidence``), or its final parameters along the canary's per-tensor clipped gradient averaged over
+canary-free template models (``projection``, :func:`projection_directions`, :func:`projection_scores`; the
+canary then takes the label those models find least likely, :func:`least_likely_labels`).
 
 Referenced as ``"module:function"`` (TOML ``[training] trainer``): the module is imported from
 ``base_dir`` (the configuration file's folder) first, then from ``sys.path``. A callable works
@@ -112,7 +112,7 @@ TEMPLATE_TRIALS = 8  # the projection score's template trials per process (its c
 _CACHE: dict[tuple[str, str], Callable] = {}
 _TEMPLATES: dict[str, tuple[nn.Module | None, str | None]] = {}  # per process, by game: (model, why not)
 _DIRECTIONS: dict[str, tuple[InputCanaries, list[list[Tensor]]]] = {}  # per process, by game: the projection
-# score's canary (its label chosen at the template) and directions
+# score's canary (its label chosen by the template models) and directions
 
 
 class TrainerError(InputError):
@@ -706,9 +706,9 @@ def _white_scores(ctx: Context, wb: WhiteBoxAudit, model: nn.Module, name: str, 
 def projection_directions(model: nn.Module, x: Tensor, y: Tensor, clip_norm: float) -> list[list[Tensor]]:
     """The ``projection`` score's directions: per canary j, per parameter tensor l, clip_C(∇_l ℓ(θ; x_j, y_j))/C.
 
-    θ is ``model``'s own parameters (the game's template model, :func:`_directions`, never an audited trial's).
-    Each tensor's gradient is clipped to C on its own, so a tensor whose gradient is small is read with a small
-    weight, and an excess a per-tensor clipping lets through (up to C in *every* tensor) is read in full; a tensor
+    θ is ``model``'s own parameters (one of the game's template models, :func:`_projection_game`, never an audited
+    trial's). Each tensor's gradient is clipped to C on its own, so a tensor whose gradient is small is read with a
+    small weight, and an excess a per-tensor clipping lets through (up to C in *every* tensor) is read in full; a tensor
     with no gradient (the mean image's weight) gets direction 0. float64, detached.
     """
     named = list(model.named_parameters())
