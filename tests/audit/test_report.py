@@ -174,6 +174,19 @@ def test_the_report_says_how_many_models_were_trained_at_once(tmp_path):
                 assert want in text
 
 
+def test_the_report_says_how_many_natural_records_each_trial_held(tmp_path):
+    """The black-box default's main audit runs on the audit's own smaller dataset (audit.config.AUDIT_DATASET), so
+    each audit's setup line says how many natural records its trials held; the field survives result.json, and a
+    result.json from before it says nothing rather than a guess."""
+    run = run_result(audit_result(natural_records=40))
+    assert model.RunResult.from_json(json.loads(model.dumps(run))).audits[0].natural_records == 40
+    for records, want in ((40, ", 40 natural records"), (None, None)):
+        paths = report.render(tmp_path / str(records), run_result(audit_result(natural_records=records)))
+        for p in (paths["markdown"], paths["html"]):
+            text = p.read_text()
+            assert (want in text) if want else "natural records" not in text
+
+
 HOSTILE = "<img src=x onerror=alert(1)>`]*|[a](javascript:alert(1))\n# h &amp;"
 
 
