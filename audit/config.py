@@ -135,7 +135,6 @@ _MAX_TEXT = 1_000_000  # characters of a configuration file
 _RawTable = dict[str, Any]  # a TOML table as tomllib reads it, before it is checked (private to this module)
 
 
-
 class _AuditDataset:
     """Marks a default variant's ``training.n_records`` as the audit's own dataset size (:func:`audit_dataset_size`).
 

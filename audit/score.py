@@ -402,8 +402,9 @@ def audit_trainer(trainer: Any, spec: DPSGD, *, trials: int | None = None, delta
     ``[training] trainer``, run exactly as ``dpaudit run``/``check`` runs it (docs/own-training.md).
 
     Without ``canary``, ``threat`` and ``score`` it is the recommended design of the CLI: white box when the
-    trainer takes the keyword ``audit``, else black box, with the blank canary (``main``) and the
-    mean-image canary beside it, each at ``significance``/2 (Bonferroni), so the verdict is the CLI's.
+    trainer takes the keyword ``audit``, else black box, with the blank canary (``main``; in the black box on the
+    audit's own smaller dataset, :data:`audit.config.AUDIT_DATASET`) and the mean-image canary beside it, each at
+    ``significance``/2 (Bonferroni), so the verdict is the CLI's.
     Given any of them, one audit of that design (as a config with ``[canary]``/``[attack]`` keys):
     ``canary`` "blank", "mislabelled", "mean_image", "out_of_distribution" or "dirac" (white box, the
     gradient-canary hook); ``score`` defaults to "loss" (black box) or "inner_product" (white box).

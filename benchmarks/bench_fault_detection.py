@@ -572,7 +572,8 @@ def replay_table(path: str) -> None:
 
 # The black-box default for a user trainer (issue 25): blank + mean image, each at 2.5 %, each the sequential test
 # (audit/statistics/sequential.py) with the 20,000-trial ceiling; the fixed design spent 2 x 2,000. The blank canary is
-# scored by the final parameters' projection (audit.config.RECOMMENDED_BLACK_BOX); before, by its loss
+# scored by the final parameters' projection (audit.config.RECOMMENDED_BLACK_BOX), on the audit's own smaller dataset
+# (``bb_blank_proj_small``); before, on all the records (``bb_blank_proj``), and before that by its loss
 # (``--designs bb_blank_loss,bb_mean_image_loss`` replays that default).
 SEQ_DESIGNS = ("bb_blank_proj_small", "bb_mean_image_loss")
 SEQ_CEILING = 20_000
@@ -997,7 +998,7 @@ FINAL_VIEW = {
                      lambda rng, n: rng.binomial(STEPS, Q, n) * 1.0),
     "clip_sum": ("K·0.65·C (offered canaries' largest move, `sensitivity`)", "estimate",
                  lambda rng, n: rng.binomial(STEPS, Q, n) * 0.65),
-    "per_layer_clip": ("K·1.35·C (blank: weight C, bias 0.9·C, read per tensor)", "estimate",
+    "per_layer_clip": ("K·1.35·C (blank: weight C, bias 0.9–1·C, read per tensor; measured 1.32–1.43·C)", "estimate",
                        lambda rng, n: rng.binomial(STEPS, Q, n) * 1.35),
     "mask_once": ("T·C w.p. q, else 0 (all steps or none)", "exact (linear)",
                   lambda rng, n: (rng.random(n) < Q) * float(STEPS)),
@@ -1011,10 +1012,11 @@ FINAL_NOISE_VAR = {"noise_reused": STEPS ** 2 * SIGMA ** 2}  # else STEPS·SIGMA
 
 def scale_view(n: int = 3000) -> None:
     """``realised_batch_norm``'s final-model view on the audit's dataset: the noisy sum divided by |B_t| (+1 with the
-    canary) changes the final model's noise scale, not its mean along any direction. Plays the zoo trainer (n trials
-    with the least-likely-label blank canary, n without) and reads the oracle score −‖θ_T − θ̄‖² (θ̄: the mean of
-    half the canary-free models; the score is read on the other half): its in/out shift over the out-scores' sd,
-    against the claim's own √T·q/σ (the projection of a correct trainer's final view). An estimate, not a bound."""
+    canary) changes the final model's noise scale, not its mean along any direction. Plays the zoo trainer (n/2
+    trials with the blank canary, labelled least likely by one template, and n without) and reads the oracle score
+    −‖θ_T − θ̄‖² (θ̄: the mean of half the canary-free models; the score is read on the other half): its in/out shift
+    over the out-scores' sd, against the claim's own √T·q/σ (the projection of a correct trainer's final view). An
+    estimate, not a bound."""
     torch.set_num_threads(1)
     d, _, _ = _setup()
     d = d.subset(slice(0, N_AUDIT))

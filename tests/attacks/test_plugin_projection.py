@@ -1,10 +1,12 @@
 """The black-box ``projection`` score of a user trainer (attacks/plugin.py) and the black-box default that uses it."""
 
+import copy
 import textwrap
 
 import pytest
 import torch
 
+from accountants.errors import InputError
 from attacks import canaries, data, plugin
 from attacks.games import trial_seed
 from audit import config
@@ -179,10 +181,13 @@ def test_the_black_box_main_audit_runs_on_the_audits_own_smaller_dataset(tmp_pat
                                                                                            ("mean_image", 200)]
     cfg.write_text(head + 'sampling = "fixed_wor"\nbatch_size = 50\n', encoding="utf-8")
     assert [v.training.n_records for v in config.variants(config.load(cfg))] == [200, 200]
-    # a configuration cannot write the marker: AUDIT_DATASET exists only in the default's own tables
+    # a configuration cannot write the marker: AUDIT_DATASET exists only in the default's own tables (and survives
+    # their deep copies); a string of its name is an n_records like any other, refused by its type check
     assert config.RECOMMENDED_BLACK_BOX_VARIANTS[0]["training"]["n_records"] is config.AUDIT_DATASET
-    import copy
     assert copy.deepcopy(config.RECOMMENDED_BLACK_BOX_VARIANTS)[0]["training"]["n_records"] is config.AUDIT_DATASET
+    cfg.write_text(head + '[[variant]]\nname = "main"\ntraining.n_records = "AUDIT_DATASET"\n', encoding="utf-8")
+    with pytest.raises(InputError, match="n_records"):
+        config.load(cfg)
 
 
 def test_the_projection_canary_takes_the_template_models_least_likely_label():
