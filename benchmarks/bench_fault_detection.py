@@ -998,7 +998,7 @@ FINAL_VIEW = {
                      lambda rng, n: rng.binomial(STEPS, Q, n) * 1.0),
     "clip_sum": ("K·0.65·C (offered canaries' largest move, `sensitivity`)", "estimate",
                  lambda rng, n: rng.binomial(STEPS, Q, n) * 0.65),
-    "per_layer_clip": ("K·1.35·C (blank: weight C, bias 0.9–1·C, read per tensor; measured 1.32–1.43·C)", "estimate",
+    "per_layer_clip": ("K·1.35·C (blank: weight C, bias 0.9–1·C, read per tensor; measured 1.35–1.43·C)", "estimate",
                        lambda rng, n: rng.binomial(STEPS, Q, n) * 1.35),
     "mask_once": ("T·C w.p. q, else 0 (all steps or none)", "exact (linear)",
                   lambda rng, n: (rng.random(n) < Q) * float(STEPS)),
