@@ -202,6 +202,9 @@ class Violation:
     fpr_upper: float | None = None
     fnr_upper: float | None = None
     curve_fnr: float | None = None
+    p_value: float | None = None  # the exact threshold test's (Bonferroni over the grid); None: the box test
+    fpr: float | None = None  # the exact test's realised rates at its threshold
+    fnr: float | None = None
 
     @property
     def message(self) -> str:
@@ -209,6 +212,10 @@ class Violation:
         conf = format_confidence(self.confidence)  # 1 − 0.05/12 prints "99.6%", never "100%"
         if not self.violated:
             return f"no violation of {self.against} (at {conf} confidence)"
+        if self.p_value is not None and None not in (self.threshold, self.fpr, self.fnr, self.curve_fnr):
+            return (f"VIOLATION of {self.against}: bug or broken DP — at threshold {self.threshold:.6g} the trials "
+                    f"show FPR {self.fpr:.4g} and FNR {self.fnr:.4g}, where the curve allows no FNR below "
+                    f"{self.curve_fnr:.4g} (the exact threshold test's p = {self.p_value:.2g}, at {conf} confidence)")
         if self.threshold is None or self.fpr_upper is None or self.fnr_upper is None or self.curve_fnr is None:
             return f"VIOLATION of {self.against}: bug or broken DP (at {conf} confidence)"
         return (f"VIOLATION of {self.against}: bug or broken DP — at threshold {self.threshold:.6g} the "
@@ -218,7 +225,8 @@ class Violation:
     def to_dict(self) -> JSONObject:
         return {"violated": self.violated, "against": self.against, "confidence": self.confidence,
                 "margin": self.margin, "threshold": self.threshold, "fpr_upper": self.fpr_upper,
-                "fnr_upper": self.fnr_upper, "curve_fnr": self.curve_fnr, "message": self.message}
+                "fnr_upper": self.fnr_upper, "curve_fnr": self.curve_fnr, "p_value": self.p_value, "fpr": self.fpr,
+                "fnr": self.fnr, "message": self.message}
 
 
 def violation_test(points: EmpiricalTradeOff, curve: TradeOff, *, against: str | None = None) -> Violation:
@@ -255,6 +263,33 @@ def violation_test(points: EmpiricalTradeOff, curve: TradeOff, *, against: str |
                      float(points.fpr_hi[i] if first else points.fnr_hi[i]),
                      float(points.fnr_hi[i] if first else points.fpr_hi[i]),
                      float(curve(torch.tensor(float(a_hi[i] if first else b_hi[i])))))
+
+
+def exact_violation_test(in_scores, out_scores, curve: TradeOff, *, significance: float,
+                         against: str | None = None) -> Violation:
+    """The exact threshold test (:mod:`audit.statistics.threshold_test`) of "the trade-off lies on or above
+    ``curve``".  Bound: false-alarm probability ≤ ``significance``.
+
+    The same null and grid of thresholds as :func:`violation_test`, one exact p-value per threshold instead of a
+    box per threshold: a box below the curve implies a rejection here, not conversely. ``margin`` is
+    significance − p (> 0 ⇔ violated); the worst threshold's realised rates are ``fpr``, ``fnr``; where the
+    threshold was read off the in-scores, the curve bounds the other ordering (FPR ≥ f(FNR)) and ``fpr``/``fnr``
+    are swapped to match ``curve_fnr``.
+    """
+    if not isinstance(curve, TradeOff):
+        raise InputTypeError(f"curve must be an accountants.TradeOff; got {type(curve).__name__}")
+    if curve.bound == "estimate":
+        raise InputError("curve must be a sound bound (bound 'lower' or 'exact'); an estimate cannot be violated")
+    f = lambda a: curve(torch.as_tensor(np.asarray(a, dtype=np.float64))).numpy()  # noqa: E731
+    xin, xout = (np.asarray(x.detach().cpu() if isinstance(x, torch.Tensor) else x, dtype=np.float64)
+                 for x in (in_scores, out_scores))
+    r = statistics.threshold_test(xin, xout, f, significance=significance)
+    label = against or curve.description
+    violated = r.rejects(significance)
+    first, second = (r.fpr, r.fnr) if r.strict else (r.fnr, r.fpr)
+    return Violation(violated, label, 1 - significance, significance - r.p_value,
+                     r.threshold if violated else None, None, None, r.curve_fnr if violated else None, r.p_value,
+                     first if violated else None, second if violated else None)
 
 
 ONE_RUN_INDEPENDENCE = "canaries do not interact (each canary's view independent of the others' bits)"
@@ -327,7 +362,8 @@ def _hull(points: EmpiricalTradeOff) -> TradeOff:
 
 
 def compare_membership(in_scores, out_scores, spec: DPSGD, *, delta: float, significance: float = 0.05,
-                       strategy: ThresholdStrategy | None = None, curves: Curves | None = None) -> MembershipComparison:
+                       strategy: ThresholdStrategy | None = None, curves: Curves | None = None,
+                       exact: bool = False) -> MembershipComparison:
     """Multi-run audit of ``spec``: ε lower bound, ceiling, GDP estimate, violation tests, Δ's.
 
     Args:
@@ -337,6 +373,7 @@ def compare_membership(in_scores, out_scores, spec: DPSGD, *, delta: float, sign
         significance: s; ε_lower and the boxes hold at 1 − s.
         strategy: threshold strategy (default Bonferroni).
         curves: precomputed :func:`analytical_curves` (they cost seconds).
+        exact: the violation test is :func:`exact_violation_test` (the sequential design's), not the box test.
     """
     curves = analytical_curves(spec, delta) if curves is None else curves
     lb = statistics.epsilon_lower_bound(in_scores, out_scores, delta=delta, significance=significance,
@@ -348,7 +385,9 @@ def compare_membership(in_scores, out_scores, spec: DPSGD, *, delta: float, sign
     theory = curves.best
     if theory is not None:
         label = f"{curves.best_method} curve of the spec"
-        cmp.violations.append(violation_test(pts, theory, against=label))
+        cmp.violations.append(
+            exact_violation_test(in_scores, out_scores, theory, significance=significance, against=label) if exact else
+            violation_test(pts, theory, against=label))
         hull = _hull(pts)
         cmp.delta_theory_empirical_estimate = float(delta_divergence(theory, hull).value)
         cmp.delta_empirical_theory_estimate = float(delta_divergence(hull, theory).value)

@@ -193,6 +193,12 @@ CONFORMANCE_VARIANT: _RawTable = {"name": "conformance", "canary": {"kind": "dea
 # The black-box default's sequential design (docs/fault-detection.md, "Sequential"): the violation test at looks
 # 250, 500, 1000, ... up to this ceiling, alpha spent over the looks; a correct trainer stops early for futility.
 SEQUENTIAL_MAX_TRIALS = 20_000
+# Futility's z per recommended black-box audit (docs/fault-detection.md, "The exact threshold test"): a cost knob,
+# never a validity one. The main audit reads a correct trainer far above the claim (its per-tensor direction sees
+# 0.77 of the contribution), so it passes early at z = 0, the most power; the mean image's loss reads a correct
+# trainer near the claim, where z = 0 spent 1,925 trials on average (seeds 1000-1015) and z = 0.5 spends 497, and
+# every bug it caught at z = 0 it caught at 0.5, by 707 trials.
+BLACK_BOX_FUTILITY_Z = {"main": 0.0, "mean_image": 0.5}
 
 
 def _recommended_design(trainer: str, base_dir: str | Path | None = None) -> _RawTable:
@@ -280,8 +286,9 @@ def _gradient_canaries() -> set[str]:
 def _sequential_keys(c: VariantConfig, where: str) -> None:
     """audit.max_trials > 0 (the sequential design) plays a user trainer's multi-run game; time_budget needs it."""
     t, can, aud = c.training, c.canary, c.audit
-    if aud.time_budget and not aud.max_trials:
-        raise InputError(f"{where}audit.time_budget applies to the sequential design only (audit.max_trials > 0)")
+    for key in ("time_budget", "futility_z"):
+        if getattr(aud, key) and not aud.max_trials:
+            raise InputError(f"{where}audit.{key} applies to the sequential design only (audit.max_trials > 0)")
     if aud.max_trials and (not t.trainer or aud.game != "multi_run" or can.kind == "dead_feature"):
         raise InputError(f"{where}audit.max_trials = {aud.max_trials} (the sequential design) applies to a user "
                          "trainer ([training] trainer) in audit.game 'multi_run' with an ε audit's canary (not "
@@ -438,7 +445,19 @@ def _recommend(raw: _RawTable, variants_raw: Any, base_dir: str | Path | None) -
             elif isinstance(raw.setdefault("audit", {}), dict) and "trials" not in raw["audit"]:
                 # black box, no fixed audit.trials asked for: the sequential design
                 raw["audit"].setdefault("max_trials", SEQUENTIAL_MAX_TRIALS)
+                if raw["audit"]["max_trials"] and "futility_z" not in raw["audit"]:
+                    _futility_per_audit(variants_raw)
     return variants_raw
+
+
+def _futility_per_audit(variants_raw: list[_RawTable]) -> None:
+    """Each recommended black-box audit's futility z (:data:`BLACK_BOX_FUTILITY_Z`), unless the config set one."""
+    for v in variants_raw:
+        z = BLACK_BOX_FUTILITY_Z.get(str(v["name"]))
+        if z is not None:
+            audit = v.setdefault("audit", {})
+            assert isinstance(audit, dict)
+            audit["futility_z"] = z
 
 
 def _variant(raw: _RawTable, v: Any, i: int, seen: set[str]) -> VariantConfig:
@@ -582,7 +601,8 @@ def load_resolved(path: str | Path) -> RunConfig:
         raw = tomllib.loads(text.replace("\r\n", "\n"))
     except (tomllib.TOMLDecodeError, RecursionError, ValueError):  # ValueError: a 5,000-digit integer
         raise InputError(f"{str(path)!r} is not valid TOML; {how}") from None
-    later = {("audit", "trial_timeout"), ("audit", "max_trials"), ("audit", "time_budget")}  # older runs resume
+    later = {("audit", "trial_timeout"), ("audit", "max_trials"), ("audit", "time_budget"),  # older runs resume
+             ("audit", "futility_z")}
     for section, cls in SECTIONS.items():  # without the keys added since (issues 23, 25): their defaults
         missing = [f.name for f in dataclasses.fields(cls) if f.name not in raw.get(section, {})
                    and (section, f.name) not in later]

@@ -250,6 +250,7 @@ class ViolationTest:
     fpr_upper: float | None = None
     fnr_upper: float | None = None
     curve_fnr: float | None = None
+    p_value: float | None = None  # the exact threshold test's (the sequential design); None: the box test
 
 
 @dataclass(frozen=True)
@@ -353,6 +354,7 @@ class SequentialLook:
     level: float
     margin: float | None  # max over the look's boxes of f(FPR_ub) − FNR_ub (> 0: a box below the curve)
     decision: str  # violation | futility | ceiling | continue
+    p_value: float | None = None  # the exact threshold test's (≤ level: a violation); None in results before it
 
 
 @dataclass(frozen=True)

@@ -308,6 +308,9 @@ class AuditConfig:
     max_trials: int = setting(0, MaxTrials(SEQUENTIAL_FIRST_LOOK), limit=1_000_000,
                               doc="the sequential design's ceiling (audit/statistics/sequential.py); 0: fixed")
     time_budget: float = setting(0.0, Real(0.0, None, "left"), doc="seconds the sequential design may play; 0: none")
+    futility_z: float = setting(0.0, Real(-2.0, 2.0, "both"),
+                                doc="the sequential design's futility z (audit/statistics/sequential.py): larger "
+                                    "passes sooner, with less power; no effect on the false-alarm bound")
 
 
 @dataclass(frozen=True)

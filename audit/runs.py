@@ -291,7 +291,7 @@ def _sequential_game(ctx: plugin.Context, aud: AuditConfig, run_dir: Path, progr
     while True:
         out = _plugin_game(ctx, aud, run_dir, progress, backend, n_trials=target)
         res = statistics.sequential_test(out.scores[_primary(out)], out.truth, curve, significance=aud.significance,
-                                         max_trials=aud.max_trials, reject=reject)
+                                         max_trials=aud.max_trials, futility_z=aud.futility_z, reject=reject)
         if res.stopped != "continue":
             break
         if budget is not None and time.monotonic() - t0 >= budget and res.evaluated:
@@ -305,7 +305,7 @@ def _sequential_game(ctx: plugin.Context, aud: AuditConfig, run_dir: Path, progr
     if res.level is None:  # a decision or a time budget (which needs an evaluated look) always has a look's level
         raise RuntimeError("the sequential test stopped without a look; a bug in dpaudit")
     seq = model.Sequential(aud.max_trials, res.looks, res.levels, tuple(
-        model.SequentialLook(x.n, x.level, _finite(x.margin), x.decision) for x in res.evaluated),
+        model.SequentialLook(x.n, x.level, _finite(x.margin), x.decision, x.p_value) for x in res.evaluated),
         stopped or res.stopped, res.trials, played, float(res.level), _sequential_reason(res, stopped, budget), budget)
     return out, seq
 
@@ -336,7 +336,10 @@ def _numpy_curve(f: acc.TradeOff) -> Callable[[np.ndarray], np.ndarray]:
 
 
 def _claim_test(claim: ClaimConfig, spec: DPSGD, aud: AuditConfig) -> Callable[[np.ndarray, np.ndarray, float], bool]:
-    """The claim part of :func:`check_claim` at one look: ε_lower > claim, or a box below the claim's curve."""
+    """The claim part of :func:`check_claim` at one look: ε_lower > claim, or the exact threshold test rejects the
+    claim's curve (:mod:`audit.statistics.threshold_test`; its partition holds the ε bound's corners, so with the
+    Bonferroni strategy the first implies the second, and both imply the test against the PLD curve whenever the
+    claim is no stronger than the accountant: the union costs no level)."""
     d, eps = claim.delta, claim.epsilon
     if eps == "accountant":  # as check_claim: the smallest ε of the methods that cover the spec
         best = _accountant_epsilon(spec, d)
@@ -348,7 +351,7 @@ def _claim_test(claim: ClaimConfig, spec: DPSGD, aud: AuditConfig) -> Callable[[
 
     def test(xin: np.ndarray, xout: np.ndarray, level: float) -> bool:
         lb = statistics.epsilon_lower_bound(xin, xout, delta=d, significance=level, strategy=strategy).value
-        return lb > float(eps) or statistics.box_margin(xin, xout, claim_curve, significance=level) > 1e-9
+        return lb > float(eps) or statistics.threshold_test(xin, xout, claim_curve, significance=level).rejects(level)
 
     return test
 
@@ -477,7 +480,7 @@ def _violation(v: comparator.Violation | None) -> model.ViolationTest:
     if v is None:
         return model.ViolationTest(False, None, "no analytical curve to test against")
     return model.ViolationTest(v.violated, v.against, v.message, v.confidence, v.margin, v.threshold, v.fpr_upper,
-                               v.fnr_upper, v.curve_fnr)
+                               v.fnr_upper, v.curve_fnr, v.p_value)
 
 
 def _boxes(p: statistics.EmpiricalTradeOff) -> model.ConfidenceBoxes:
@@ -534,7 +537,7 @@ def audit_variant(v: VariantConfig, run_dir: Path, *, progress: bool = False,
         if out.design is games.Design.MULTI_RUN:
             cmp = comparator.compare_membership(sc[out.truth], sc[~out.truth], spec, delta=aud.delta,
                                                 significance=s, strategy=_strategy(aud.threshold, int(aud.seed)),
-                                                curves=curves)
+                                                curves=curves, exact=seq is not None)
         else:
             why = independence_vouched(game, v, name)
             cmp = comparator.compare_one_run(sc, out.truth, spec, delta=aud.delta, significance=s, curves=curves,
@@ -811,8 +814,11 @@ def check_claim(cmp: comparator.MembershipComparison, curves: comparator.Curves,
     else:
         lb = statistics.epsilon_one_run(scores, truth, delta=d, significance=s).value
     if asked.design is games.Design.MULTI_RUN and cmp.points is not None:
-        claim_curve = _claim_curve(eps, d)
-        v = comparator.violation_test(cmp.points, claim_curve, against=f"claim (eps={claimed}, delta={d:g})")
+        claim_curve, against = _claim_curve(eps, d), f"claim (eps={claimed}, delta={d:g})"
+        v = (comparator.exact_violation_test(scores[truth], scores[~truth], claim_curve, significance=s,
+                                             against=against)
+             if asked.reported_significance is not None else  # the sequential design's test
+             comparator.violation_test(cmp.points, claim_curve, against=against))
         audit_ok = not v.violated and lb <= eps
         msg = v.message if v.violated else (f"epsilon_lower {fmt.lower(lb, 4)} > claimed {claimed}" if lb > eps
                                             else "")

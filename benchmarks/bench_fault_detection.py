@@ -92,6 +92,7 @@ import accountants as acc  # noqa: E402
 from accountants.tradeoff import PiecewiseLinearTradeOff  # noqa: E402
 from attacks import canaries, data, plugin  # noqa: E402
 from audit import comparator  # noqa: E402
+from audit.config import BLACK_BOX_FUTILITY_Z  # noqa: E402
 from audit.conformance import natural_records  # noqa: E402
 
 SIGMA, Q, STEPS, C, LR, B = 3.0, 0.5, 10, 1.0, 0.5, 50
@@ -576,6 +577,9 @@ def replay_table(path: str) -> None:
 # (``bb_blank_proj_small``); before, on all the records (``bb_blank_proj``), and before that by its loss
 # (``--designs bb_blank_loss,bb_mean_image_loss`` replays that default).
 SEQ_DESIGNS = ("bb_blank_proj_small", "bb_mean_image_loss")
+# futility's z of each default audit (audit/config.py: BLACK_BOX_FUTILITY_Z); other designs: the test's FUTILITY_Z
+SEQ_FUTILITY_Z = {"bb_blank_proj_small": BLACK_BOX_FUTILITY_Z["main"],
+                  "bb_mean_image_loss": BLACK_BOX_FUTILITY_Z["mean_image"]}
 SEQ_CEILING = 20_000
 
 
@@ -583,7 +587,8 @@ def sequential_once(trainer: str, design: str, seed: int, ceiling: int = SEQ_CEI
                     replay_z: tuple[float, ...] = ()) -> dict:
     """One seeded sequential audit (the runner's loop: blocks of trials, the looks replayed after each block).
 
-    ``futility_z``: futility's z (None: the test's default, ``FUTILITY_Z``). ``replay_z``: further z values whose
+    ``futility_z``: futility's z (None: the design's default, :data:`SEQ_FUTILITY_Z`, else the test's
+    ``FUTILITY_Z``). ``replay_z``: further z values whose
     decisions are replayed on the same trials (record ``replay``); futility stops no later at a larger z (the
     projected rates only move toward the claim), so give z ≥ ``futility_z`` and the trials played suffice."""
     import tempfile
@@ -602,6 +607,7 @@ def sequential_once(trainer: str, design: str, seed: int, ceiling: int = SEQ_CEI
     f = curves.best
     curve = lambda a: f(torch.as_tensor(a, dtype=torch.float64)).numpy()  # noqa: E731
     looks = statistics.look_schedule(ceiling)
+    futility_z = SEQ_FUTILITY_Z.get(design) if futility_z is None else futility_z
     zk = {} if futility_z is None else {"futility_z": futility_z}
     t0, target = time.perf_counter(), looks[0]
     with tempfile.TemporaryDirectory() as tmp:
@@ -1036,10 +1042,12 @@ def scale_view(n: int = 3000) -> None:
               f"{math.sqrt(STEPS) * Q / SIGMA:.3f}", flush=True)
 
 
-def final_view(reps: int = REACH_REPLICATES, ceiling: int = SEQ_CEILING, futility_z: float | None = None) -> None:
+def final_view(reps: int = REACH_REPLICATES, ceiling: int = SEQ_CEILING, futility_z: float | None = None,
+               bugs: tuple[str, ...] = (), reading: float = 1.0) -> None:
     """Each bug's final-model view (:data:`FINAL_VIEW`) played through the black-box default's sequential test (each
     audit at 2.5 %, the 14 looks to 20,000), with and without futility (at ``futility_z``; None: the test's default):
-    which bugs a final-model score could catch."""
+    which bugs a final-model score could catch. ``bugs``: only these rows; ``reading``: the score reads each shift at
+    this fraction (a direction at an angle to the contribution's; the noise is read in full), 1 the oracle's."""
     from audit import statistics
 
     zk = {} if futility_z is None else {"futility_z": futility_z}
@@ -1051,21 +1059,23 @@ def final_view(reps: int = REACH_REPLICATES, ceiling: int = SEQ_CEILING, futilit
           "trials) |")
     print("|---|---|---|---|")
     for bug, (what, bound, shift) in FINAL_VIEW.items():
+        if bugs and bug not in bugs:
+            continue
         sd = math.sqrt(FINAL_NOISE_VAR.get(bug, STEPS * SIGMA ** 2))
         hits = {True: 0, False: 0}
         spent = []
         for r in range(reps):
             rng = np.random.default_rng(r)
             m = rng.random(ceiling) < 0.5
-            sc = sd * rng.standard_normal(ceiling) + np.where(m, shift(rng, ceiling), 0.0)
+            sc = sd * rng.standard_normal(ceiling) + np.where(m, reading * shift(rng, ceiling), 0.0)
             for fut in (False, True):
                 res = statistics.sequential_test(sc, m, curve, significance=SIGNIFICANCE / 2, max_trials=ceiling,
                                                  futility=fut, **zk)
                 hits[fut] += res.violated
                 if fut:
                     spent.append(res.trials)
-        print(f"| {bug} | {what} | {bound} | {hits[False]}/{reps}; {hits[True]}/{reps} ({int(np.median(spent)):,}) |",
-              flush=True)
+        print(f"| {bug} | {what} | {bound} | {hits[False]}/{reps}; {hits[True]}/{reps} ({int(np.median(spent)):,}; "
+              f"mean {round(float(np.mean(spent))):,}) |", flush=True)
 
 
 def _black_box_result(rows: list[dict], bug: str) -> str:
@@ -1233,6 +1243,8 @@ def main() -> None:
     fv = sub.add_parser("final-view", help="each bug's final-model view through the sequential test (issue 25)")
     fv.add_argument("--reps", type=int, default=REACH_REPLICATES)
     fv.add_argument("--futility-z", type=float, default=None, help="futility's z (default: the test's FUTILITY_Z)")
+    fv.add_argument("--bugs", default="", help="comma-separated rows of FINAL_VIEW (default: all)")
+    fv.add_argument("--reading", type=float, default=1.0, help="the fraction of each shift the score reads")
     t = sub.add_parser("table", help="markdown table from the JSONL results")
     t.add_argument("study")
     t.add_argument("false_alarm", nargs="?")
@@ -1281,7 +1293,8 @@ def main() -> None:
     elif args.cmd == "scale-view":
         scale_view()
     elif args.cmd == "final-view":
-        final_view(args.reps, futility_z=args.futility_z)
+        final_view(args.reps, futility_z=args.futility_z, bugs=tuple(b for b in args.bugs.split(",") if b),
+                   reading=args.reading)
     elif args.cmd == "reach-ceiling":
         ceiling_reach(args.seq, args.reps, futility_z=args.futility_z)
     else:

@@ -39,7 +39,8 @@ not independent trials of the mechanism).
 Modules: :mod:`.intervals` (binomial intervals, ε from rates), :mod:`.strategies` (threshold
 strategies), :mod:`.multi_run` (multi-run bounds, empirical trade-off, ceilings), :mod:`.gdp`
 (GDP helpers and the GDP estimate), :mod:`.one_run` (one-run bounds), :mod:`.sequential` (the
-sequential violation test: α spent over pre-registered looks, futility stopping), :mod:`.results`
+sequential violation test: α spent over pre-registered looks, futility stopping), :mod:`.threshold_test` (the
+exact threshold test the sequential design runs at each look: one p-value per threshold), :mod:`.results`
 (result types).
 
 >>> import numpy as np
@@ -107,6 +108,7 @@ from .sequential import (
     sequential_test,
 )
 from .strategies import STRATEGIES, Bonferroni, Explicit, MultiSplit, Split, ThresholdStrategy, strategy_name  # noqa: F401
+from .threshold_test import ThresholdTest, count_pvalues, threshold_test
 
 __all__ = [
     "FIRST_LOOK",
@@ -130,6 +132,7 @@ __all__ = [
     "Split",
     "SubsampledGaussianNull",
     "ThresholdStrategy",
+    "ThresholdTest",
     "box_margin",
     "ceiling",
     "ceiling_one_run",
@@ -137,6 +140,7 @@ __all__ = [
     "certifiable_epsilon",
     "clopper_pearson",
     "clopper_pearson_upper",
+    "count_pvalues",
     "empirical_tradeoff",
     "epsilon_from_rates",
     "epsilon_lower_bound",
@@ -166,5 +170,6 @@ __all__ = [
     "order_null_epsilon",
     "sequential_test",
     "sgm_family_epsilon",
+    "threshold_test",
 ]
 

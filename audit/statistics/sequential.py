@@ -1,4 +1,4 @@
-"""Sequential, anytime-valid violation test: fixed-N box tests at pre-registered looks, α spent over the looks.
+"""Sequential, anytime-valid violation test: fixed-N exact threshold tests at pre-registered looks, α spent over them.
 
 **Null hypothesis** (the same as the fixed-N violation test, :func:`audit.comparator.violation_test`):
 the trade-off curve T of the executed mechanism, seen through the audit's score, lies on or above f,
@@ -10,15 +10,15 @@ A correct DP-SGD with a valid claim satisfies it for every score and every canar
 (:func:`look_schedule`: ``first`` = 250 trials, then each √2 times the last, then the ceiling) and
 so are their levels α_1, …, α_K with Σ α_k = α (:func:`look_levels`: half of α at the ceiling, the other half
 shared equally by the earlier looks, so a borderline case keeps most of its power at the ceiling).
-At look k the fixed-N test runs on the first n_k trials at level α_k: its candidate thresholds and
-their count grid are paid for by the Bonferroni order-statistic grid of :mod:`.multi_run` and its
-boxes are simultaneous Clopper–Pearson boxes (:func:`.multi_run.empirical_tradeoff`). The audit
-stops at the first look that
+At look k the fixed-N test runs on the first n_k trials at level α_k: the exact threshold test of
+:mod:`.threshold_test` (one exact p-value per candidate threshold of the Bonferroni order-statistic grid of
+:mod:`.multi_run`, integrated over the law of the rate the threshold was read off; a box below f implies its
+rejection, not conversely: at the ceiling it rejected the optimal attack on `mask_once` in 39 of 40 replicates
+where the box test, which ran here before, rejected 25). The audit stops at the first look that
 
-- rejects: **violation** (some box lies entirely below f);
-- is *futile* (:func:`futile`): even if the rates estimated now (moved a quarter standard error
-  toward the claim) held up to the ceiling, the ceiling look's boxes would not reach below f:
-  **futility** (a pass);
+- rejects: **violation** (H · min_j p_j ≤ α_k);
+- is *futile* (:func:`futile`): even if the rates estimated now (moved z standard errors toward the
+  claim) held up to the ceiling, the ceiling look's test would not reject: **futility** (a pass);
 
 and otherwise plays trials up to the next look; the last look is the **ceiling** (a pass unless it
 rejects). A time budget or an interruption may end it between looks (**time budget**: a pass on
@@ -59,8 +59,8 @@ from numpy.typing import ArrayLike
 from accountants.errors import InputError, InputTypeError
 
 from ._checks import _floats, _scores, _significance, _trials
-from .intervals import clopper_pearson
 from .multi_run import _grid, _levels, empirical_tradeoff
+from .threshold_test import count_pvalues, threshold_test
 
 __all__ = [
     "FINAL_SHARE",
@@ -86,11 +86,12 @@ GROWTH = 2 ** 0.5
 FUTILITY_Z = 0.0
 """Futility projects rates this many standard errors toward the claim (:func:`futile`): cost against power.
 
-0 (the rates as estimated) since issue 25's last round; 0.25 before. On the black-box default (blank canary by
-projection + mean image by loss, seeds 1000–1019) a correct trainer spends 1,610 trials on average for both audits
-at 0 against 987 at 0.25 (40 % and 25 % of the former fixed 2 × 2,000; −0.25: 59 %), and `per_layer_clip` is
-caught on 5 of 20 seeds instead of 2; simulated, the optimal attack on `mask_once` rejects 11/40 instead of 5/40
-(docs/fault-detection.md, "Futility at z = 0"). Futility only ends an audit with a pass: z never affects validity."""
+0 (the rates as estimated) since issue 25's last rounds; 0.25 before. The black-box default sets it per audit
+(audit/config.py: ``BLACK_BOX_FUTILITY_Z``: 0 for the main audit, 0.5 for the mean image, whose loss reads a correct
+trainer near the claim): with the exact threshold test a correct trainer then spends 1,207 trials on average for
+both audits (seeds 1000-1019; 30 % of the former fixed 2 × 2,000; 2,516 at z = 0 for both), and `per_layer_clip` is
+caught on 20 of 20 seeds (docs/fault-detection.md, "The exact threshold test, and futility per audit"). Futility
+only ends an audit with a pass: z never affects validity."""
 
 FINAL_SHARE = 0.5
 """The share of α spent at the ceiling look (:func:`look_levels`); the earlier looks share the rest equally."""
@@ -152,11 +153,6 @@ def look_levels(n_looks: int, significance: float, final_share: float = FINAL_SH
     return (*([early] * (n_looks - 1)), last)
 
 
-def _rates_hi(fp: np.ndarray, fn: np.ndarray, n_in: int, n_out: int, level: float, h: int) -> tuple[np.ndarray, ...]:
-    """Upper ends of the simultaneous two-sided CP boxes at ``level`` over h thresholds (as empirical_tradeoff)."""
-    return clopper_pearson(fp, n_out, level / (2 * h))[1], clopper_pearson(fn, n_in, level / (2 * h))[1]
-
-
 def _gap(a_hi: np.ndarray, b_hi: np.ndarray, curve: Curve) -> np.ndarray:
     """f(α_hi) − β_hi and f(β_hi) − α_hi, the larger per box (> 0: the box lies below f)."""
     a, b = np.clip(a_hi, 0.0, 1.0), np.clip(b_hi, 0.0, 1.0)
@@ -164,9 +160,10 @@ def _gap(a_hi: np.ndarray, b_hi: np.ndarray, curve: Curve) -> np.ndarray:
 
 
 def box_margin(in_scores: ArrayLike, out_scores: ArrayLike, curve: Curve, *, significance: float) -> float:
-    """max over the fixed-N test's boxes of how far below ``curve`` the box's upper corner lies (> 0 ⇔ violation).
+    """max over the box test's boxes of how far below ``curve`` the box's upper corner lies (> 0: a box below f).
 
-    The same boxes as :func:`audit.comparator.violation_test` (simultaneous at 1 − significance).
+    The same boxes as :func:`audit.comparator.violation_test` (simultaneous at 1 − significance). A look records it
+    for reference; its decision is the exact threshold test's, which rejects wherever a box lies below f.
     """
     pts = empirical_tradeoff(in_scores, out_scores, significance=significance)
     return float(np.max(_gap(pts.fpr_hi, pts.fnr_hi, curve)))
@@ -178,8 +175,8 @@ def futile(in_scores: ArrayLike, out_scores: ArrayLike, curve: Curve, *, n_final
 
     Projection: at every candidate threshold of the current grid (:func:`.multi_run._grid`) the error
     rates are estimated, the counts scaled to the ceiling's ``n_final`` trials (in the current in/out
-    proportion), and the ceiling look's boxes built from them at ``level_final`` over the ceiling's
-    grid size H_K. Futile iff none of those boxes lies below ``curve``. The rate a threshold was read
+    proportion), and the ceiling look's exact threshold test (:mod:`.threshold_test`) run on those counts at
+    ``level_final`` over the ceiling's grid size H_K. Futile iff it would not reject. The rate a threshold was read
     off is estimated by its order statistic's mean: a threshold at the (k+1)-th largest of n out
     scores has FPR ~ Beta(k + 1, n − k), mean (k + 1)/(n + 1) (David & Nagaraja 2003 §2.5), not the
     k/n seen (0 at the largest score, which would project "no false positive in 20,000 trials" from
@@ -188,7 +185,7 @@ def futile(in_scores: ArrayLike, out_scores: ArrayLike, curve: Curve, *, n_final
     than the curve, not merely at it, to keep playing (z = 0.25 cut the trials a mechanism exactly at the
     claim spends by 38 % and the catch rate of a 1.41·C leak from 98 % to 87 %: docs/fault-detection.md);
     z < 0 moves them away from the claim (fewer futility stops, more trials).
-    The projected boxes are as narrow as the ceiling allows. Used only to stop with a pass, so it
+    Used only to stop with a pass, so it
     never raises the false-alarm probability (module doc).
     """
     n_final, level_final = _trials("n_final", n_final), _significance(level_final)
@@ -210,18 +207,22 @@ def futile(in_scores: ArrayLike, out_scores: ArrayLike, curve: Curve, *, n_final
     b = np.minimum(b + z * np.sqrt(b * (1 - b) / xin.size), 1.0)
     fp = np.clip(np.round(a * n_out_f), 0, n_out_f)
     fn = np.clip(np.round(b * n_in_f), 0, n_in_f)
-    a_hi, b_hi = _rates_hi(fp, fn, n_in_f, n_out_f, level_final, h_f)
-    return bool(np.max(_gap(a_hi, b_hi, curve)) <= 1e-9)
+    s = g["strict"]
+    p = count_pvalues(np.where(s, fp, fn), np.where(s, n_out_f, n_in_f), np.where(s, fn, fp),
+                      np.where(s, n_in_f, n_out_f), curve, level=level_final, h=h_f)
+    return bool(h_f * float(np.min(p)) > level_final)
 
 
 @dataclass(frozen=True)
 class Look:
-    """One look that was evaluated: its trials, level, box margin (> 0: violation) and decision."""
+    """One look that was evaluated: its trials, level, box margin (> 0: a box below f), decision and the exact
+    threshold test's p-value (≤ level: violation)."""
 
     n: int
     level: float
     margin: float
     decision: str  # "violation" | "futility" | "ceiling" | "continue"
+    p_value: float = 1.0  # the exact threshold test's Bonferroni p (:mod:`.threshold_test`); ≤ level: violation
 
 
 @dataclass(frozen=True)
@@ -295,10 +296,11 @@ def sequential_test(scores: ArrayLike, members: ArrayLike, curve: Curve, *, sign
         xi, mi = x[:n], m[:n]
         xin, xout = xi[mi], xi[~mi]
         if xin.size == 0 or xout.size == 0:  # every trial on one side: no box, nothing to decide here
-            margin, violated = -np.inf, False
+            margin, p_value, violated = -np.inf, 1.0, False
         else:
             margin = box_margin(xin, xout, curve, significance=a)
-            violated = margin > 1e-9 or (reject is not None and bool(reject(xin, xout, a)))
+            p_value = threshold_test(xin, xout, curve, significance=a).p_value
+            violated = p_value <= a or (reject is not None and bool(reject(xin, xout, a)))
         final = k == len(looks) - 1
         if violated:
             decision = "violation"
@@ -309,7 +311,7 @@ def sequential_test(scores: ArrayLike, members: ArrayLike, curve: Curve, *, sign
             decision = "futility"
         else:
             decision = "continue"
-        done.append(Look(n, a, float(margin), decision))
+        done.append(Look(n, a, float(margin), decision, p_value))
         if decision != "continue":
             return SequentialResult(looks, levels, tuple(done), decision, n, a, None, s)
     raise AssertionError("unreachable: the last look always decides")  # pragma: no cover

@@ -77,7 +77,7 @@ def test_alpha_spending_holds_at_the_null_boundary_where_the_naive_repeated_test
     assert lo > ALPHA, naive / reps  # the naive test demonstrably overshoots; the same data, the same looks
 
 
-def test_the_box_test_at_the_gdp_boundary_keeps_its_level():
+def test_the_exact_look_test_at_the_gdp_boundary_keeps_its_level():
     """Gaussian scores exactly on the μ-GDP curve the test is run against (the null's boundary): no alarm.
 
     100 seeded replicates of 2,000 trials, looks 125 … 2000, no futility; 0 alarms (95 % CP upper bound 0.030).
@@ -173,6 +173,12 @@ def test_the_black_box_default_is_sequential_unless_trials_are_fixed():
     assert config.loads(BLACK + "[audit]\ntrials = 300\n").audit.max_trials == 0  # a fixed N asked for
     assert config.loads(BLACK + "[audit]\nmax_trials = 0\n").audit.max_trials == 0
     assert config.loads(BLACK + "[audit]\nmax_trials = 1000\ntime_budget = 60\n").audit.time_budget == 60.0
+    # futility's z per audit (docs/fault-detection.md, "The exact threshold test"); a config's own z wins everywhere
+    assert {v.name: v.audit.futility_z for v in config.variants(c)} == {"main": 0.0, "mean_image": 0.5}
+    assert config.BLACK_BOX_FUTILITY_Z == {"main": 0.0, "mean_image": 0.5}
+    mine = config.loads(BLACK + "[audit]\nfutility_z = -0.25\n")
+    assert {v.audit.futility_z for v in config.variants(mine)} == {-0.25}
+    assert {v.audit.futility_z for v in config.variants(config.loads(BLACK + "[audit]\ntrials = 300\n"))} == {0.0}
     assert config.loads("[audit]\ntrials = 64").audit.max_trials == 0  # dpaudit's own trainer: unchanged
     own = config.loads(BLACK + '[[variant]]\nname = "a"\naudit.game = "one_run"\ncanary.count = 4\n')
     assert own.audit.max_trials == 0  # a config's own variants keep the fixed design
@@ -188,6 +194,9 @@ def test_the_black_box_default_is_sequential_unless_trials_are_fixed():
     ("[audit]\nmax_trials = 2000000\n", "audit.max_trials = 2000000 is above the documented limit 1000000"),
     ("[audit]\ntrials = 300\ntime_budget = 10\n", r"audit.time_budget applies to the sequential design only"),
     ("[audit]\nmax_trials = 1000\ntime_budget = -1\n", r"audit.time_budget must be a number in \[0, inf\)"),
+    ("[audit]\ntrials = 300\nfutility_z = 0.5\n", r"audit.futility_z applies to the sequential design only"),
+    ("[audit]\nfutility_z = 3\n", r"audit.futility_z must be a number in \[-2, 2\]; got 3"),
+    ("[audit]\nfutility_z = nan\n", r"audit.futility_z must be a finite number"),
     ("[audit]\nmax_trials = 1000\ngame = \"one_run\"\n[canary]\ncount = 4\nkind = \"blank\"\n"
      "[attack]\nthreat_model = \"black_box\"\nscore = \"loss\"\n", "audit.max_trials = 1000 .* 'multi_run'"),
 ])
@@ -203,7 +212,8 @@ def test_max_trials_needs_a_user_trainer():
 
 def test_an_older_resolved_config_without_the_keys_resumes_with_the_fixed_design(tmp_path):
     text = config.dumps(config.loads(BLACK + "[audit]\ntrials = 300\n"))
-    old = "\n".join(x for x in text.splitlines() if not x.startswith(("max_trials", "time_budget"))) + "\n"
+    old = "\n".join(x for x in text.splitlines()
+                    if not x.startswith(("max_trials", "time_budget", "futility_z"))) + "\n"
     (tmp_path / "config.toml").write_text(old, encoding="utf-8")
     assert config.load_resolved(tmp_path / "config.toml").audit.max_trials == 0
 
@@ -215,6 +225,7 @@ TRAINERS = textwrap.dedent('''
     import torch
 
     CALLS = [0]
+    LEAK = float(os.environ.get("SEQ_LEAK", "0.1"))
 
     def _blank(x):
         return (x <= 0).all(1)  # the blank canary: every feature at or below the data's mean
@@ -229,7 +240,7 @@ TRAINERS = textwrap.dedent('''
         return m
 
     def leaky(x, y, *, seed):
-        """In a fifth of its runs (seeded) the canary's label gets a large bias: a leak found after a few looks."""
+        """In a tenth of its runs (seeded) the canary's label gets a large bias: a leak found after a few looks."""
         CALLS[0] += 1
         if CALLS[0] == int(os.environ.get("SEQ_CRASH_AT", "0")):
             raise RuntimeError("interrupted")
@@ -239,7 +250,7 @@ TRAINERS = textwrap.dedent('''
             m.weight.zero_()
             m.bias.zero_()
             b = _blank(x)
-            if bool(b.any()) and float(torch.rand((), generator=g)) < 0.2:
+            if bool(b.any()) and float(torch.rand((), generator=g)) < LEAK:
                 m.bias[y[b][0]] = 5.0
         return m
 ''')
@@ -267,14 +278,24 @@ def test_check_of_a_correct_black_box_trainer_stops_early_and_reports_it(tmp_pat
     assert model.RunResult.from_json(json.loads(model.dumps(result))) == result
     report = (tmp_path / "run" / "report.md").read_text(encoding="utf-8")
     assert "sequential design: 250 of at most 20000 trials, stopped by futility" in report
+    assert "at look 1 the exact threshold test's p = 1 against its level" in report
+    assert not a.violation.violated and a.violation.p_value == 1.0  # the exact test's verdict, its p recorded
+    assert [v.audit.futility_z for v in config.variants(config.load_resolved(tmp_path / "run" / "config.toml"))] == [
+        0.0, 0.5]
 
 
 def test_an_interrupted_sequential_audit_resumes_to_the_same_decision(tmp_path, monkeypatch):
     cfg = _cfg(tmp_path, "leaky", "[audit]\nmax_trials = 1000\n" + DESIGN)
     _, whole = runs.execute(cfg, tmp_path / "whole", progress=False, claim=True)
     a = whole.audits[0]
-    assert (a.sequential.stopped, a.trials) == ("violation", 500) and not whole.claim.holds  # measured, seed 0
-    monkeypatch.setenv("SEQ_CRASH_AT", str(300 + 500))  # this process already made 500 calls
+    assert (a.sequential.stopped, a.trials) == ("violation", 707) and not whole.claim.holds  # measured, seed 0
+    assert [x.decision for x in a.sequential.evaluated] == ["continue"] * 3 + ["violation"]
+    # the verdict is the deciding look's exact threshold test, not a box (which may not lie below the curve here)
+    v = a.violation
+    assert v.violated and v.p_value is not None and v.p_value <= a.significance and "exact threshold test" in v.message
+    assert any("exact threshold test" in r for r in whole.claim.reasons)
+    assert a.sequential.evaluated[-1].p_value <= a.sequential.evaluated[-1].level < a.sequential.evaluated[0].p_value
+    monkeypatch.setenv("SEQ_CRASH_AT", str(300 + 707))  # this process already made 707 calls
     with pytest.raises(InputError, match="interrupted"):
         runs.execute(cfg, tmp_path / "cut", progress=False, claim=True)
     trials = tmp_path / "cut" / "audits" / "main" / "trials.jsonl"
@@ -282,7 +303,7 @@ def test_an_interrupted_sequential_audit_resumes_to_the_same_decision(tmp_path, 
     monkeypatch.delenv("SEQ_CRASH_AT")
     _, resumed = runs.execute(None, tmp_path / "cut", resume=True, progress=False, claim=True)
     assert resumed.audits[0].sequential == a.sequential and resumed.audits[0].epsilon_lower == a.epsilon_lower
-    assert len(trials.read_text().splitlines()) == 500
+    assert len(trials.read_text().splitlines()) == 707
 
 
 def test_a_time_budget_ends_the_audit_after_a_look_with_a_pass(tmp_path):

@@ -343,11 +343,22 @@ def test_sequential_test_and_its_parts(xin, xout, s, n_final, members, ceiling):
     assert m is None or not math.isnan(m)
     f = _call(st.futile, xin, xout, _gauss_curve, n_final=n_final, level_final=s)
     assert f is None or isinstance(f, bool)
+    t = _call(st.threshold_test, xin, xout, _gauss_curve, significance=s)
+    assert t is None or (0.0 <= t.p_value <= 1.0 and t.h >= 2)
     scores = (xin + xout)[:len(members)]
     r = _call(st.sequential_test, scores, members[:len(scores)], _gauss_curve, significance=s, max_trials=ceiling,
               first=2)
     if r is not None:
         assert r.stopped in STOPS and math.isclose(sum(r.levels), s, rel_tol=1e-9)
+
+
+@FUZZ
+@given(k=hs.one_of(counts, junk), nf=hs.one_of(counts, junk), c=hs.one_of(counts, junk), ns=hs.one_of(counts, junk),
+       s=hs.one_of(unit, junk), h=hs.one_of(counts, junk))
+def test_count_pvalues(k, nf, c, ns, s, h):
+    """Hostile counts, levels and multiplicities: an input error or p-values in [0, 1]."""
+    p = _call(st.count_pvalues, k, nf, c, ns, _gauss_curve, level=s, h=h)
+    assert p is None or bool(np.all((p >= 0) & (p <= 1)))
 
 
 def test_every_public_function_is_fuzzed():
@@ -359,7 +370,7 @@ def test_every_public_function_is_fuzzed():
               "one_run_order_theta_lower", "order_null_epsilon", "epsilon_one_run_scores",
               "gdp_lower_bound_one_run_scores", "gdp_mu_from_boxes", "one_run_in_out",
               "look_schedule", "look_levels", "box_margin", "futile", "sequential_test",
-              "epsilon_one_run_order_sgm_family", "sgm_family_epsilon"}
+              "epsilon_one_run_order_sgm_family", "sgm_family_epsilon", "threshold_test", "count_pvalues"}
     public = {n for n in st.__all__ if callable(getattr(st, n)) and n[0].islower()}
     assert public == fuzzed
 
