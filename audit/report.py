@@ -497,8 +497,9 @@ TERMS = {
     "explicit": "explicit: a threshold fixed before the scores were seen (no correction).",
     "estimates": "the GDP fit (μ, ε) and Δ(theory‖empirical), a Bayes-error gap between the accountant's curve and "
                  "the empirical one: informative estimates only; they never pass or fail anything.",
-    "violation": "a confidence box lies entirely below a curve (the accountant's or the claim's): the "
-                 "training leaks more than that curve allows, a bug or broken DP, not noise.",
+    "violation": "a confidence box lies entirely below a curve (the accountant's or the claim's), or, in a "
+                 "sequential audit, the exact threshold test rejects that curve: the training leaks more than it "
+                 "allows, a bug or broken DP, not noise.",
 }
 _VERDICT_WORDS = {
     "VIOLATION": "an audit found the training leaking more than its accountant allows: a bug or broken DP, not noise.",
