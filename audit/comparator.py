@@ -184,14 +184,16 @@ def analytical_curves(spec: DPSGD, delta: float, *, methods: tuple[str, ...] | N
 
 @dataclass(frozen=True)
 class Violation:
-    """Outcome of the box-below-curve test against one curve.
+    """Outcome of a violation test against one curve: the box-below-curve test, or the exact threshold test.
 
     Attributes:
         violated: True when some box lies entirely below the curve.
         against: what the curve is (e.g. "pld curve of the spec" or "claim eps=2, delta=1e-05").
         confidence: the boxes' simultaneous confidence.
         threshold, fpr_upper, fnr_upper, curve_fnr: the worst box (largest gap), when any.
-        margin: max over boxes of f(FPR_ub) − FNR_ub (and the swapped ordering); > 0 ⇔ violated.
+        margin: max over boxes of f(FPR_ub) − FNR_ub (and the swapped ordering); > 0 ⇔ violated. For the exact
+            threshold test (:func:`exact_violation_test`): significance − p, with ``p_value`` and the realised
+            ``fpr``, ``fnr`` at its threshold (the box corners then None).
     """
 
     violated: bool

@@ -51,6 +51,10 @@ mechanism's own scores: its false alarms at the null's boundary, its power on a 
     PYTHONPATH=. python benchmarks/bench_fault_detection.py sequential-null --reps 400
     PYTHONPATH=. python benchmarks/bench_fault_detection.py reach-ceiling /tmp/seq.jsonl --reps 40
     PYTHONPATH=. python benchmarks/bench_fault_detection.py final-view --reps 40
+    PYTHONPATH=. python benchmarks/bench_fault_detection.py ceiling-tests
+
+``ceiling-tests`` compares, at the ceiling look alone, the box test each look once ran with the exact threshold test
+each look runs now (audit/statistics/threshold_test.py), on the optimal attack's scores of ``mask_once`` and the claim.
 
 ``final-view`` plays each bug's final-model view (``FINAL_VIEW``: the canary's summed shift along its direction against
 the final model's noise, a linear-update idealisation) through the same sequential test: which bugs a final-model
@@ -1078,6 +1082,31 @@ def final_view(reps: int = REACH_REPLICATES, ceiling: int = SEQ_CEILING, futilit
               f"mean {round(float(np.mean(spent))):,}) |", flush=True)
 
 
+def ceiling_tests(reps: int = REACH_REPLICATES, ceiling: int = SEQ_CEILING) -> None:
+    """The box test against the exact threshold test at the ceiling look alone (fixed ``ceiling`` trials, its level
+    in the default's schedule), on the optimal attack's canonical scores (audit/tightness.py) of ``mask_once``'s exact
+    worst case (one Poisson-subsampled Gaussian step, multiplier σ/√T) and of the claim itself: rejections of each."""
+    from audit import statistics, tightness
+
+    _, _, curves = _setup()
+    f = curves.best
+    claim = lambda a: f(torch.as_tensor(a, dtype=torch.float64)).numpy()  # noqa: E731
+    level = statistics.look_levels(len(statistics.look_schedule(ceiling)), SIGNIFICANCE / 2)[-1]
+    for name, spec in (("mask_once", acc.DPSGD(SIGMA / math.sqrt(STEPS), acc.Poisson(Q), 1)),
+                       ("the claim", acc.DPSGD(SIGMA, acc.Poisson(Q), STEPS))):
+        cur = comparator.analytical_curves(spec, DELTA).best
+        table = tightness._quantile_function(cur)
+        box = exact = 0
+        for r in range(reps):
+            rng = np.random.default_rng(r)
+            m = rng.random(ceiling) < 0.5
+            xin, xout = tightness.canonical_scores(cur, int(m.sum()), int((~m).sum()), rng=rng, _table=table)
+            box += statistics.box_margin(xin, xout, claim, significance=level) > 1e-9
+            exact += statistics.threshold_test(xin, xout, claim, significance=level).rejects(level)
+        print(f"{name}: {ceiling:,} trials at level {level:.4g}: box test {box}/{reps}, exact test {exact}/{reps}",
+              flush=True)
+
+
 def _black_box_result(rows: list[dict], bug: str) -> str:
     rs = [r for r in rows if r["trainer"] == bug]
     if not rs:
@@ -1245,6 +1274,8 @@ def main() -> None:
     fv.add_argument("--futility-z", type=float, default=None, help="futility's z (default: the test's FUTILITY_Z)")
     fv.add_argument("--bugs", default="", help="comma-separated rows of FINAL_VIEW (default: all)")
     fv.add_argument("--reading", type=float, default=1.0, help="the fraction of each shift the score reads")
+    ct = sub.add_parser("ceiling-tests", help="box against exact threshold test at the ceiling look (issue 25)")
+    ct.add_argument("--reps", type=int, default=REACH_REPLICATES)
     t = sub.add_parser("table", help="markdown table from the JSONL results")
     t.add_argument("study")
     t.add_argument("false_alarm", nargs="?")
@@ -1295,6 +1326,8 @@ def main() -> None:
     elif args.cmd == "final-view":
         final_view(args.reps, futility_z=args.futility_z, bugs=tuple(b for b in args.bugs.split(",") if b),
                    reading=args.reading)
+    elif args.cmd == "ceiling-tests":
+        ceiling_tests(args.reps)
     elif args.cmd == "reach-ceiling":
         ceiling_reach(args.seq, args.reps, futility_z=args.futility_z)
     else:

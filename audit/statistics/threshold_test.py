@@ -107,6 +107,8 @@ def count_pvalues(fixed: ArrayLike, n_fixed: ArrayLike, seen: ArrayLike, n_seen:
         raise InputTypeError(f"curve must be callable (alpha -> beta); got {type(curve).__name__}")
     if isinstance(h, bool) or not isinstance(h, (int, np.integer)) or h < 1:
         raise InputError(f"h must be an integer ≥ 1 (the thresholds the level is shared by); got {h!r}")
+    if not float(np.nan_to_num(np.asarray(curve(np.zeros(1)), dtype=np.float64).reshape(-1)[0], nan=0.0)) > 0.0:
+        return np.ones(k.size)  # f(0) = 0: f ≡ 0 (non-increasing), no point lies below it, every p is 1
     ok = k < nf
     kk = np.where(ok, k, 0.0)
     nn = np.where(ok, nf, 1.0)

@@ -93,6 +93,8 @@ def test_it_rejects_a_mixture_the_box_test_misses():
 def test_no_information_gives_one_and_bad_input_names_the_parameter():
     p = count_pvalues(np.array([5, 3]), 5, np.array([0, 0]), 10, _gdp(1.0))
     assert p[0] == 1.0 and 0.0 < p[1] <= 1.0  # every out-score above the threshold: FPR unknown, p = 1
+    flat = count_pvalues(np.array([0, 3]), 50, np.array([0, 0]), 50, lambda a: np.zeros_like(a))
+    assert flat.tolist() == [1.0, 1.0]  # f ≡ 0: nothing lies below it (the shortcut; a zero FN count included)
     with pytest.raises(Exception, match="in_scores"):
         threshold_test(np.array([]), np.array([0.0]), _gdp(1.0))
     with pytest.raises(Exception, match="significance"):
