@@ -13,8 +13,8 @@ shared equally by the earlier looks, so a borderline case keeps most of its powe
 At look k the fixed-N test runs on the first n_k trials at level α_k: the exact threshold test of
 :mod:`.threshold_test` (one exact p-value per candidate threshold of the Bonferroni order-statistic grid of
 :mod:`.multi_run`, integrated over the law of the rate the threshold was read off; a box below f implies its
-rejection, not conversely: at the ceiling it rejected the optimal attack on `mask_once` in 39 of 40 replicates
-where the box test, which ran here before, rejected 25). The audit stops at the first look that
+rejection, not conversely: at the ceiling it rejected the optimal attack on `mask_once` in 40 of 40 replicates
+where the box test, which ran here before, rejected 31). The audit stops at the first look that
 
 - rejects: **violation** (H · min_j p_j ≤ α_k);
 - is *futile* (:func:`futile`): even if the rates estimated now (moved z standard errors toward the

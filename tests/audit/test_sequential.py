@@ -78,9 +78,10 @@ def test_alpha_spending_holds_at_the_null_boundary_where_the_naive_repeated_test
 
 
 def test_the_exact_look_test_at_the_gdp_boundary_keeps_its_level():
-    """Gaussian scores exactly on the μ-GDP curve the test is run against (the null's boundary): no alarm.
+    """Gaussian scores exactly on the μ-GDP curve the test is run against (the null's boundary): alarms ≤ α.
 
-    100 seeded replicates of 2,000 trials, looks 125 … 2000, no futility; 0 alarms (95 % CP upper bound 0.030).
+    100 seeded replicates of 2,000 trials, looks 125 … 2000, no futility; the box test (before) gave 0 alarms, the
+    exact threshold test each look now runs gives 2 (one-sided 95 % CP upper bound 0.062; its level is 0.05).
     """
     alarms = 0
     for r in range(100):
@@ -89,7 +90,7 @@ def test_the_exact_look_test_at_the_gdp_boundary_keeps_its_level():
         x = rng.standard_normal(2000) + 1.0 * m
         alarms += sq.sequential_test(x, m, _gdp(1.0), significance=ALPHA, max_trials=2000, first=125,
                                      futility=False).violated
-    assert alarms <= 5  # ≤ α·reps; measured 0
+    assert alarms <= 5  # ≤ α·reps; measured 2
 
 
 def test_futility_only_removes_rejections_and_alpha_is_monotone():
