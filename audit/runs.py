@@ -339,7 +339,8 @@ def _claim_test(claim: ClaimConfig, spec: DPSGD, aud: AuditConfig) -> Callable[[
     """The claim part of :func:`check_claim` at one look: ε_lower > claim, or the exact threshold test rejects the
     claim's curve (:mod:`audit.statistics.threshold_test`; its partition holds the ε bound's corners, so with the
     Bonferroni strategy the first implies the second, and both imply the test against the PLD curve whenever the
-    claim is no stronger than the accountant: the union costs no level)."""
+    claim is no stronger than the accountant: the union costs no level, up to the p-values' 1e-12 rounding
+    allowance)."""
     d, eps = claim.delta, claim.epsilon
     if eps == "accountant":  # as check_claim: the smallest ε of the methods that cover the spec
         best = _accountant_epsilon(spec, d)
