@@ -887,6 +887,8 @@ def run_trial(ctx: Context, i: int) -> dict[str, Any]:
             else:
                 scores = _scores(model, c.x.to(torch.float32), c.y, ctx.score, name, i)
     rec = {"trial": int(i), "seed": s, "members": [bool(b) for b in members], "scores": {ctx.score: scores}}
+    if directions is not None and isinstance(c, InputCanaries):  # the projection's label, on this process's templates
+        rec["canary_label"] = int(c.y[0])
     if wb is not None and getattr(c, "kind", None) == conformance_record.KIND:
         rec["conformance"] = _conformance_stats(ctx, wb, model, name, i, bool(members[0]))
     return rec
@@ -1035,6 +1037,9 @@ def _play(ctx: Context, design: Design, n_trials: int, run_dir: str | Path | Non
             "game_id": game_id, "m": m}
     if all("conformance" in r for r in recs):  # the dead_feature canary in the white box: audit/conformance.py
         meta["conformance"] = [r["conformance"] for r in recs]
+    labels = sorted({int(r["canary_label"]) for r in recs if "canary_label" in r})
+    if labels:  # the projection's least-likely label; more than one: the worker processes' templates differed
+        meta["canary_labels"] = labels
     return AttackOutcome(design, ctx.threat, scores, truth, torch.arange(n_trials).repeat_interleave(m),
                          torch.arange(m).repeat(n_trials), seeds.repeat_interleave(m), meta, ctx.spec,
                          primary_score=ctx.score)

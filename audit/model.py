@@ -465,6 +465,7 @@ class AuditResult:
     claim: ClaimCheck | None = None
     models_at_once: int | None = None  # models one chunk trained at once (1: a user trainer, one per trial)
     natural_records: int | None = None  # the natural records each trial's training set held (None: not recorded)
+    canary_labels: tuple[int, ...] | None = None  # the projection canary's label(s) (None: not chosen or recorded)
     nonfinite: NonFinite | None = None  # dpaudit score: how ±inf scores were ranked
     conformance: Conformance | None = None  # the premise tests (white-box user trainer, dead_feature canary)
     sequential: Sequential | None = None  # the sequential design: looks, trials spent, why it stopped

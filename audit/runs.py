@@ -555,7 +555,8 @@ def audit_variant(v: VariantConfig, run_dir: Path, *, progress: bool = False,
                   reported_significance=v.audit.significance if seq is not None else None)
     return assemble(asked, curves, sc, out.truth, cmp, claim=claim, started=t0, game_s=t_game,
                     models_at_once=int(chunking["models_at_once"]), conformance=conf, sequential=seq,
-                    natural_records=int(v.training.n_records))
+                    natural_records=int(v.training.n_records),
+                    canary_labels=tuple(out.metadata["canary_labels"]) if out.metadata.get("canary_labels") else None)
 
 
 # ------------------------------------------------------------------------------------------ assembly
@@ -590,7 +591,7 @@ def assemble(asked: Asked, curves: comparator.Curves, scores: torch.Tensor, trut
              claim: model.ClaimConfig | None = None, certify: bool = True, started: float, game_s: float = 0.0,
              models_at_once: int | None = None, nonfinite: model.NonFinite | None = None,
              conformance: model.Conformance | None = None, sequential: model.Sequential | None = None,
-             natural_records: int | None = None) -> model.AuditResult:
+             natural_records: int | None = None, canary_labels: tuple[int, ...] | None = None) -> model.AuditResult:
     """The one result-assembly path (``run``, ``check``, ``score``, :func:`audit.score.audit_trainer`).
 
     From what was asked, the accountants' curves, the scores with their truth (membership: a bool per row;
@@ -604,7 +605,7 @@ def assemble(asked: Asked, curves: comparator.Curves, scores: torch.Tensor, trut
         canary=asked.canary, fault=asked.fault, spec=asked.spec,
         significance=asked.significance if asked.reported_significance is None else asked.reported_significance,
         delta=delta, seed=asked.seed, trials=asked.trials, models_at_once=models_at_once, nonfinite=nonfinite,
-        conformance=conformance, sequential=sequential, natural_records=natural_records,
+        conformance=conformance, sequential=sequential, natural_records=natural_records, canary_labels=canary_labels,
         **_accountant_fields(curves),  # the ε columns (accountant methods: issue 24 item 4)
     )
     if isinstance(cmp, comparator.ReconstructionComparison):

@@ -36,14 +36,21 @@ def gd_train(x, y, *, seed):
     return _gd(x, y)
 
 
-def test_a_member_scores_higher_than_a_non_member(small):
+def test_a_member_scores_higher_than_a_non_member(small, tmp_path):
     # no noise, no clipping: the canary's own gradient step moves θ_T against its direction, so every member's
     # score exceeds every non-member's (higher ⇒ member, the order every audit reads)
     d, c = small
-    out = plugin.multi_run_game(plugin.Context(gd_train, d, c, seed=3, score="projection"), n_trials=8, progress=False)
+    ctx = plugin.Context(gd_train, d, c, seed=3, score="projection")
+    out = plugin.multi_run_game(ctx, n_trials=8, progress=False, run_dir=tmp_path)
     s, m = out.scores["projection"], out.truth
     assert 0 < int(m.sum()) < 8
     assert float(s[m].min()) > float(s[~m].max())
+    # every trial records the label the projection chose (the report names it); the game's metadata holds it
+    label = int(plugin._projection_game(ctx, plugin._trainer_of(ctx), 0)[0].y[0])
+    assert out.metadata["canary_labels"] == [label]
+    assert (tmp_path / plugin.TRIALS_FILE).read_text().count(f'"canary_label": {label}') == 8
+    loss = plugin.multi_run_game(plugin.Context(gd_train, d, c, seed=3, score="loss"), n_trials=2, progress=False)
+    assert "canary_labels" not in loss.metadata  # the loss score keeps the configured label
 
 
 def test_directions_are_per_tensor_clipped_gradients_at_the_template(small):

@@ -187,6 +187,19 @@ def test_the_report_says_how_many_natural_records_each_trial_held(tmp_path):
             assert (want in text) if want else "natural records" not in text
 
 
+def test_the_report_names_the_projection_canarys_label(tmp_path):
+    """The black-box default labels its blank canary with the class the trainer's canary-free models find least
+    likely (attacks.plugin.least_likely_labels); the setup line names it, the field survives result.json, and two
+    labels (worker processes whose templates differed) are both named."""
+    run = run_result(audit_result(canary_labels=(3,)))
+    assert model.RunResult.from_json(json.loads(model.dumps(run))).audits[0].canary_labels == (3,)
+    for labels, want in (((3,), "labelled 3 (least likely"), ((2, 7), "labelled 2, 7 (least likely"), (None, None)):
+        paths = report.render(tmp_path / str(labels), run_result(audit_result(canary_labels=labels)))
+        for p in (paths["markdown"], paths["html"]):
+            text = p.read_text()
+            assert (want in text) if want else "least likely" not in text
+
+
 HOSTILE = "<img src=x onerror=alert(1)>`]*|[a](javascript:alert(1))\n# h &amp;"
 
 
