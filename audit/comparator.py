@@ -30,6 +30,7 @@ simulated on it (:mod:`audit.runs`).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -217,7 +218,8 @@ class Violation:
         if self.p_value is not None and None not in (self.threshold, self.fpr, self.fnr, self.curve_fnr):
             return (f"VIOLATION of {self.against}: bug or broken DP — at threshold {self.threshold:.6g} the trials "
                     f"show FPR {self.fpr:.4g} and FNR {self.fnr:.4g}, where the curve allows no FNR below "
-                    f"{self.curve_fnr:.4g} (the exact threshold test's p = {self.p_value:.2g}, at {conf} confidence)")
+                    f"{self.curve_fnr:.4g} (the exact threshold test's p ≤ {fmt.upper(self.p_value, 2)}, at {conf} "
+                    "confidence)")
         if self.threshold is None or self.fpr_upper is None or self.fnr_upper is None or self.curve_fnr is None:
             return f"VIOLATION of {self.against}: bug or broken DP (at {conf} confidence)"
         return (f"VIOLATION of {self.against}: bug or broken DP — at threshold {self.threshold:.6g} the "
@@ -267,6 +269,11 @@ def violation_test(points: EmpiricalTradeOff, curve: TradeOff, *, against: str |
                      float(curve(torch.tensor(float(a_hi[i] if first else b_hi[i])))))
 
 
+def numpy_curve(f: TradeOff) -> Callable[[np.ndarray], np.ndarray]:
+    """``f`` as a function of numpy arrays (float64), the form :mod:`audit.statistics` takes curves in."""
+    return lambda a: f(torch.as_tensor(np.asarray(a, dtype=np.float64))).numpy()
+
+
 def exact_violation_test(in_scores, out_scores, curve: TradeOff, *, significance: float,
                          against: str | None = None) -> Violation:
     """The exact threshold test (:mod:`audit.statistics.threshold_test`) of "the trade-off lies on or above
@@ -282,10 +289,7 @@ def exact_violation_test(in_scores, out_scores, curve: TradeOff, *, significance
         raise InputTypeError(f"curve must be an accountants.TradeOff; got {type(curve).__name__}")
     if curve.bound == "estimate":
         raise InputError("curve must be a sound bound (bound 'lower' or 'exact'); an estimate cannot be violated")
-    f = lambda a: curve(torch.as_tensor(np.asarray(a, dtype=np.float64))).numpy()  # noqa: E731
-    xin, xout = (np.asarray(x.detach().cpu() if isinstance(x, torch.Tensor) else x, dtype=np.float64)
-                 for x in (in_scores, out_scores))
-    r = statistics.threshold_test(xin, xout, f, significance=significance)
+    r = statistics.threshold_test(in_scores, out_scores, numpy_curve(curve), significance=significance)
     label = against or curve.description
     violated = r.rejects(significance)
     first, second = (r.fpr, r.fnr) if r.strict else (r.fnr, r.fpr)

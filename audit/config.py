@@ -196,8 +196,8 @@ SEQUENTIAL_MAX_TRIALS = 20_000
 # Futility's z per recommended black-box audit (docs/fault-detection.md, "The exact threshold test"): a cost knob,
 # never a validity one. The main audit reads a correct trainer far above the claim (its per-tensor direction sees
 # 0.77 of the contribution), so it passes early at z = 0, the most power; the mean image's loss reads a correct
-# trainer near the claim, where z = 0 spent 1,925 trials on average (seeds 1000-1015) and z = 0.5 spends 497, and
-# every bug it caught at z = 0 it caught at 0.5, by 707 trials.
+# trainer near the claim, where z = 0 spent 1,794 trials on average (seeds 1000-1019; measured) and z = 0.5 spends
+# 485, and every zoo bug it caught at z = 0 it caught at 0.5 (seeds 1000-1001), by 2,000 trials.
 BLACK_BOX_FUTILITY_Z = {"main": 0.0, "mean_image": 0.5}
 
 

@@ -201,8 +201,8 @@ def sequential_words(a: AuditResult) -> str | None:
         f"{q.looks[0]}, {q.looks[1]}, …, {q.looks[-1]} ({len(q.looks)})"
     last = q.evaluated[-1] if q.evaluated else None
     test = "" if last is None or last.p_value is None else (
-        f"; at look {len(q.evaluated)} the exact threshold test's p = {last.p_value:.2g} against its level "
-        f"{last.level:.2g}")
+        f"; at look {len(q.evaluated)} the exact threshold test's p ≤ {formatting.upper(last.p_value, 2)} against its "
+        f"level {last.level:.2g}")
     return (f"sequential design: {q.trials} of at most {q.max_trials} trials, stopped by {q.reason}; looks {looks} "
             f"at levels summing to {a.significance:.4g}{test}")
 

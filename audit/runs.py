@@ -331,8 +331,7 @@ def _sequential_reason(res: statistics.SequentialResult, stopped: str | None, bu
             return f"the time budget of {budget:g} s ran out after look {k}; no violation at the looks reached"
 
 
-def _numpy_curve(f: acc.TradeOff) -> Callable[[np.ndarray], np.ndarray]:
-    return lambda a: f(torch.as_tensor(np.asarray(a, dtype=np.float64))).numpy()
+_numpy_curve = comparator.numpy_curve
 
 
 def _claim_test(claim: ClaimConfig, spec: DPSGD, aud: AuditConfig) -> Callable[[np.ndarray, np.ndarray, float], bool]:

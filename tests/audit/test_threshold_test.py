@@ -121,7 +121,7 @@ def test_the_comparators_exact_violation_reads_the_test_and_says_where():
     v = comparator.exact_violation_test(x[m], x[~m], curve, significance=0.05, against="the claim")
     assert v.violated and 0 < v.p_value <= 0.05 and v.margin == pytest.approx(0.05 - v.p_value)
     assert v.fnr < v.curve_fnr and v.threshold is not None  # the realised point lies below the curve's floor
-    assert v.message.startswith("VIOLATION of the claim: bug or broken DP — at threshold") and "p = " in v.message
+    assert v.message.startswith("VIOLATION of the claim: bug or broken DP — at threshold") and "p ≤ " in v.message
     quiet = comparator.exact_violation_test(x[~m][:1500], x[~m][1500:], curve, significance=0.05)
     assert not quiet.violated and quiet.threshold is None and quiet.message.startswith("no violation of")
     r = _violation(v)
